@@ -1,0 +1,7 @@
+"""rffor: robust function-valued regression in vector-valued RKHSs, exact and at scale."""
+
+__version__ = "0.1.0"
+
+from .estimator import FunctionalRegressor  # noqa: E402
+
+__all__ = ["FunctionalRegressor", "__version__"]

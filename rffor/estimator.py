@@ -1,0 +1,412 @@
+"""``FunctionalRegressor``: the scikit-learn estimator over the exact and random-feature solvers.
+
+The estimator validates, picks a solver and stores the fitted state; the mathematics lives in
+:mod:`rffor.solvers` (exact duals, MATH.md §3) and :mod:`rffor.solvers.rff` (random features, MATH.md §5).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from ._validation import check_theta, check_X, check_Y, fill_missing
+from .kernels import Gaussian, Kernel
+from .losses import Loss, Square
+from .solvers.admm import solve_admm
+from .solvers.apgd import solve_apgd
+from .solvers.dual import DualProblem
+
+__all__ = ["FunctionalRegressor"]
+
+#: above this many curves, solver="auto" uses random features (the exact dual holds an n × n Gram matrix)
+AUTO_EXACT_MAX_N = 5000
+
+
+def _is_dataset(obj) -> bool:
+    # duck-typed so that the exact path does not import Zarr
+    return type(obj).__name__ == "Dataset" and type(obj).__module__ == "rffor.data"
+
+
+class FunctionalRegressor(RegressorMixin, BaseEstimator):
+    """Function-valued regression ``x ↦ y(·)`` in the vector-valued RKHS of ``k_X ⊗ k_Θ`` (MATH.md (P)).
+
+    Parameters
+    ----------
+    loss : Loss, default Square()
+        ``Square()``, ``Huber(kappa, p)`` with p in {1, 2}, ``EpsilonInsensitive(epsilon, p)`` with p in {2, inf}
+        (MATH.md §2; κ and ε are in the units of the outputs).
+    kernel_x : Kernel, default None
+        Input kernel k_X; None means ``Gaussian(gamma=1/d)``.
+    kernel_theta : Kernel, default None
+        Output kernel k_Θ on the grid; None means ``Gaussian(gamma=100/(θ_max − θ_min)²)``.
+    lam : float, default 1e-4
+        Regularisation λ > 0 of (P).
+    solver : {"auto", "admm", "apgd", "rff"}, default "auto"
+        "admm" and "apgd" solve the exact dual (MATH.md §3.1b, §3.1); "rff" the random-feature model (§5).
+        "auto" picks "admm" for in-memory data with n <= 5000 curves and "rff" otherwise (or for a Dataset).
+    representation : {"splines", "eigen"}, default "splines"
+        Exact solvers: linear-spline dual (D_s, every loss) or eigenbasis dual (D_e, square / H_κ^2 / ℓ_ε^2).
+    n_eig : int or None, default None
+        Eigen representation: number r of eigenpairs of K_Θ kept (None: all, r = m).
+    tol : float, default 1e-6
+        Exact solvers: stop at this relative duality gap.
+    max_iter : int or None, default None
+        Exact solvers: iteration cap (None: 2000 for ADMM, 20000 for APGD); reaching it warns.
+    n_features_x : int, default 1000
+        rff: number D_x of random Fourier features of k_X (even).
+    output_features : {"exact", "rff"}, default "exact"
+        rff: exact factor of K_Θ (operator RFF, rank by ``output_rank_tol``) or random output features.
+    n_features_theta : int or None, default None
+        rff with ``output_features="rff"``: D_θ (default 200).
+    output_rank_tol : float, default 1e-10
+        rff exact output factor: keep eigenpairs of K_Θ with t_j > tol · t_max.
+    batch_size : int, default 256
+        rff: curves per stochastic step.
+    n_epochs : float, default 10
+        rff: passes over the data for DSGD.
+    max_steps : int or None, default None
+        rff: cap on the number of DSGD steps (overrides ``n_epochs`` when smaller).
+    n_theta_samples : int or None, default None
+        rff, integral losses: locations sampled per curve per step (None: all observed ones).
+    step_size : float or "auto", default "auto"
+        rff: initial DSGD step η₀ (auto: a safe step below 1/(1 + λ)).
+    local_steps : int or None, default None
+        rff: steps per round between parameter averages (None: one epoch of a partition).
+    n_partitions : int or None, default None
+        rff: number P of data partitions averaged each round (None: 1 locally, the number of workers on Dask).
+    init : {"closed_form", "zeros"}, default "closed_form"
+        rff, non-square losses: start DSGD from the square-loss closed form or from zero.
+    dtype : {"float32", "float64"}, default "float32"
+        rff: floating type of the features and of B.
+    client : distributed.Client or None, default None
+        rff: run training on this Dask cluster.
+    scheduler_address : str or None, default None
+        rff: connect to this Dask scheduler (``tcp://host:port`` or ``tls://…``).
+    security : distributed.Security or None, default None
+        TLS settings passed to the Dask client.
+    checkpoint : str or None, default None
+        rff: path of a checkpoint written atomically after every round.
+    resume : bool, default False
+        rff: continue from ``checkpoint`` if it exists.
+    random_state : int, numpy Generator or None, default None
+        Seed of the random features and of DSGD; a fixed value gives identical models.
+    verbose : int, default 0
+        Progress messages (0: none).
+
+    Attributes
+    ----------
+    dual_coef_ : ndarray of shape (n, m) or (n, r)
+        Exact solvers: the dual coefficients A of (D_s) or (D_e).
+    coef_ : ndarray of shape (D_x, D_θ)
+        rff: the matrix B of (P_rf).
+    n_iter_ : int
+        Iterations (exact) or steps (rff).
+    duality_gap_ : float
+        Exact solvers: relative duality gap of the returned solution.
+    objective_history_ : ndarray
+        Primal objective per iteration (exact) or per round (rff).
+    theta_ : ndarray of shape (m,)
+        Training grid.
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> from rffor import FunctionalRegressor
+    >>> from rffor.losses import Huber
+    >>> from rffor.datasets import make_synthetic
+    >>> data = make_synthetic(50, 10, random_state=0)
+    >>> est = FunctionalRegressor(Huber(kappa=0.1, p=2), lam=1e-3).fit(data.X_train, data.Y_train)
+    >>> est.predict(data.X_test).shape
+    (10, 100)
+    """
+
+    _parameter_constraints: dict = {
+        "loss": [Loss, None],
+        "kernel_x": [Kernel, None],
+        "kernel_theta": [Kernel, None],
+        "lam": [Interval(numbers.Real, 0, None, closed="neither")],
+        "solver": [StrOptions({"auto", "admm", "apgd", "rff"})],
+        "representation": [StrOptions({"splines", "eigen"})],
+        "n_eig": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "tol": [Interval(numbers.Real, 0, None, closed="left")],
+        "max_iter": [Interval(numbers.Integral, 0, None, closed="left"), None],
+        "n_features_x": [Interval(numbers.Integral, 2, None, closed="left")],
+        "output_features": [StrOptions({"exact", "rff"})],
+        "n_features_theta": [Interval(numbers.Integral, 2, None, closed="left"), None],
+        "output_rank_tol": [Interval(numbers.Real, 0, 1, closed="both")],
+        "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_epochs": [Interval(numbers.Real, 0, None, closed="neither")],
+        "max_steps": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "n_theta_samples": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "step_size": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "local_steps": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "n_partitions": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "init": [StrOptions({"closed_form", "zeros"})],
+        "dtype": [StrOptions({"float32", "float64"})],
+        "client": "no_validation",
+        "scheduler_address": [str, None],
+        "security": "no_validation",
+        "checkpoint": [str, HasMethods(["__fspath__"]), None],
+        "resume": ["boolean"],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        loss=None,
+        *,
+        kernel_x=None,
+        kernel_theta=None,
+        lam=1e-4,
+        solver="auto",
+        representation="splines",
+        n_eig=None,
+        tol=1e-6,
+        max_iter=None,
+        n_features_x=1000,
+        output_features="exact",
+        n_features_theta=None,
+        output_rank_tol=1e-10,
+        batch_size=256,
+        n_epochs=10,
+        max_steps=None,
+        n_theta_samples=None,
+        step_size="auto",
+        local_steps=None,
+        n_partitions=None,
+        init="closed_form",
+        dtype="float32",
+        client=None,
+        scheduler_address=None,
+        security=None,
+        checkpoint=None,
+        resume=False,
+        random_state=None,
+        verbose=0,
+    ):
+        self.loss = loss
+        self.kernel_x = kernel_x
+        self.kernel_theta = kernel_theta
+        self.lam = lam
+        self.solver = solver
+        self.representation = representation
+        self.n_eig = n_eig
+        self.tol = tol
+        self.max_iter = max_iter
+        self.n_features_x = n_features_x
+        self.output_features = output_features
+        self.n_features_theta = n_features_theta
+        self.output_rank_tol = output_rank_tol
+        self.batch_size = batch_size
+        self.n_epochs = n_epochs
+        self.max_steps = max_steps
+        self.n_theta_samples = n_theta_samples
+        self.step_size = step_size
+        self.local_steps = local_steps
+        self.n_partitions = n_partitions
+        self.init = init
+        self.dtype = dtype
+        self.client = client
+        self.scheduler_address = scheduler_address
+        self.security = security
+        self.checkpoint = checkpoint
+        self.resume = resume
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ helpers
+    def _loss(self) -> Loss:
+        return Square() if self.loss is None else self.loss
+
+    def _kernels(self, d: int, theta: np.ndarray) -> tuple[Kernel, Kernel]:
+        kx = self.kernel_x if self.kernel_x is not None else Gaussian(gamma=1.0 / d)
+        if self.kernel_theta is not None:
+            kt = self.kernel_theta
+        else:
+            span = float(theta[-1] - theta[0]) if len(theta) > 1 else 1.0
+            kt = Gaussian(gamma=100.0 / span**2)
+        return kx, kt
+
+    def _resolve_solver(self, n: int, is_dataset: bool) -> str:
+        if self.solver == "auto":
+            return "rff" if is_dataset or n > AUTO_EXACT_MAX_N else "admm"
+        if is_dataset and self.solver != "rff":
+            raise ValueError(
+                f"solver={self.solver!r} needs the data in memory; a Zarr Dataset is fitted out of core with "
+                "solver='rff' (or 'auto')"
+            )
+        return self.solver
+
+    # ---------------------------------------------------------------------- fit
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, Y=None, theta=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d), or a :class:`rffor.data.Dataset`
+            Inputs (a function-valued input is its vector of values on its grid). A Dataset (Zarr store) is
+            fitted out of core with the random-feature solver; then Y and theta must be None.
+        Y : array-like of shape (n, m)
+            Output curves on the grid ``theta``; NaN marks a missing value.
+        theta : array-like of shape (m,), default None
+            Strictly increasing output grid; None means ``linspace(0, 1, m)``.
+
+        Returns
+        -------
+        self
+        """
+        if _is_dataset(X):
+            if Y is not None or theta is not None:
+                raise ValueError("fit(dataset) takes the outputs and the grid from the dataset: pass Y=None, theta=None")
+            self._resolve_solver(X.n, True)
+            self.solver_ = "rff"
+            theta = np.asarray(X.theta, dtype=np.float64)
+            self.theta_ = theta
+            self.n_features_in_ = X.d
+            self._y_1d = False
+            self.kernel_x_, self.kernel_theta_ = self._kernels(X.d, theta)
+            self.loss_ = self._loss()
+            return self._fit_rff(X, theta)
+        if Y is None:
+            raise ValueError("Y is required: fit(X, Y, theta=None) with Y of shape (n_samples, n_locations)")
+        X = check_X(X)
+        self._y_1d = np.ndim(Y) == 1
+        Y = check_Y(Y, n_samples=X.shape[0])
+        theta = check_theta(theta, Y.shape[1])
+        self.theta_ = theta
+        self.n_features_in_ = X.shape[1]
+        self.kernel_x_, self.kernel_theta_ = self._kernels(X.shape[1], theta)
+        self.loss_ = self._loss()
+        self.solver_ = self._resolve_solver(X.shape[0], False)
+        if self.solver_ == "rff":
+            return self._fit_rff((X, Y, theta), theta)
+        return self._fit_exact(X, Y, theta)
+
+    def _fit_exact(self, X: np.ndarray, Y: np.ndarray, theta: np.ndarray):
+        n, m = Y.shape
+        if self.representation == "eigen" and self.solver_ != "apgd" and self.solver_ != "admm":
+            raise ValueError("representation='eigen' is for the exact solvers")
+        loss = self.loss_
+        K_x = self.kernel_x_.gram(X)
+        K_theta = self.kernel_theta_.gram(theta)
+        Y_full = fill_missing(Y, theta)
+        if self.representation == "eigen":
+            r = m if self.n_eig is None else self.n_eig
+            if r > m:
+                raise ValueError(f"n_eig={r} exceeds the number of grid locations m={m}")
+            if not loss.supports_eigen:
+                raise ValueError(
+                    f"representation='eigen' supports Square, Huber(p=2) and EpsilonInsensitive(p=2), not {loss!r}"
+                )
+            problem = DualProblem.eigenbasis(K_x, K_theta, Y_full, self.lam, loss, r)
+        else:
+            problem = DualProblem.splines(K_x, K_theta, Y_full, self.lam, loss)
+        callback = None
+        if self.verbose:
+            def callback(it, A, gap):
+                if it % max(1, int(self.verbose) * 10) == 0:
+                    print(f"[rffor {self.solver_}] iteration {it}: relative gap {gap:.3e}", flush=True)
+        if self.solver_ == "admm":
+            max_iter = 2000 if self.max_iter is None else self.max_iter
+            result = solve_admm(problem, tol=self.tol, max_iter=max_iter, callback=callback)
+        else:
+            max_iter = 20_000 if self.max_iter is None else self.max_iter
+            result = solve_apgd(problem, tol=self.tol, max_iter=max_iter, callback=callback)
+        self.dual_coef_ = result.coef
+        self.n_iter_ = result.n_iter
+        self.duality_gap_ = result.gap
+        self.objective_history_ = np.asarray(result.history["primal"])
+        self.X_fit_ = X
+        # predictions are K_X(X_new, X) @ W @ K_Θ(grid, θ_new) for both representations (MATH.md §3.1, §3.2):
+        # splines W = A/(λnm); eigen (Nyström ψ_j) W = A V_rᵀ/(λn√m)
+        if problem.eigen:
+            W = result.coef @ problem.V_r.T / (self.lam * n * np.sqrt(m))
+        else:
+            W = result.coef * problem.c
+        self._W = W
+        self._W_grid = W @ K_theta
+        return self
+
+    def _fit_rff(self, data, theta):
+        raise NotImplementedError("the random-feature solver is not wired yet")
+
+    # ------------------------------------------------------------------ predict
+    def predict(self, X, theta=None):
+        """Predict output curves.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_new, d)
+        theta : array-like of shape (m_new,), default None
+            Locations on Θ where to evaluate the curves; None means the training grid.
+
+        Returns
+        -------
+        Y_hat : ndarray of shape (n_new, m_new) (or (n_new,) when fitted on 1-D Y)
+        """
+        check_is_fitted(self, "solver_")
+        X = check_X(X, n_features=self.n_features_in_)
+        theta_new = None if theta is None else self._check_theta_new(theta)
+        if self.solver_ == "rff":
+            Y_hat = self._predict_rff(X, theta_new)
+        else:
+            K_new = self.kernel_x_.gram(X, self.X_fit_)
+            if theta_new is None:
+                Y_hat = K_new @ self._W_grid
+            else:
+                Y_hat = K_new @ (self._W @ self.kernel_theta_.gram(self.theta_, theta_new))
+        if self._y_1d and theta is None:
+            return Y_hat[:, 0]
+        return Y_hat
+
+    def _predict_rff(self, X, theta_new):
+        raise NotImplementedError("the random-feature solver is not wired yet")
+
+    @staticmethod
+    def _check_theta_new(theta) -> np.ndarray:
+        theta = np.asarray(theta, dtype=np.float64)
+        if theta.ndim == 0:
+            theta = theta[None]
+        if theta.ndim != 1 or not np.all(np.isfinite(theta)):
+            raise ValueError(f"theta must be a finite 1-D array of locations, got shape {theta.shape}")
+        return theta
+
+    def score(self, X, Y, sample_weight=None):
+        """R² over observed entries: per-location R² (NaN entries of Y ignored), averaged uniformly.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+        Y : array-like of shape (n, m), NaN = not observed
+
+        Returns
+        -------
+        score : float
+        """
+        Y = np.asarray(Y, dtype=np.float64)
+        Y_hat = np.asarray(self.predict(X), dtype=np.float64)
+        if Y.ndim == 1:
+            Y, Y_hat = Y[:, None], Y_hat.reshape(-1, 1)
+        if Y.shape != Y_hat.shape:
+            raise ValueError(f"Y has shape {Y.shape}, expected {Y_hat.shape}")
+        w = ~np.isnan(Y) if sample_weight is None else (~np.isnan(Y)) * np.asarray(sample_weight)[:, None]
+        Y0 = np.where(np.isnan(Y), 0.0, Y)
+        count = w.sum(axis=0)
+        mean = np.divide((w * Y0).sum(axis=0), count, out=np.zeros(Y.shape[1]), where=count > 0)
+        ss_res = (w * (Y0 - Y_hat) ** 2).sum(axis=0)
+        ss_tot = (w * (Y0 - mean) ** 2).sum(axis=0)
+        r2 = np.where(ss_tot > 0, 1 - np.divide(ss_res, ss_tot, out=np.zeros_like(ss_res), where=ss_tot > 0),
+                      np.where(ss_res > 0, 0.0, 1.0))
+        return float(np.mean(r2[count > 0]))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = True
+        return tags

@@ -1,0 +1,136 @@
+"""Scalar kernels on inputs and on the output index set Θ (MATH.md §4).
+
+A kernel knows its Gram matrix and the spectral law of its random Fourier features, so that the same object
+serves the exact solvers (``gram``) and the random-feature solver (``sample_frequencies``).
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial.distance import cdist
+
+__all__ = ["Kernel", "Gaussian", "Laplacian", "as_2d_points", "kernel_from_spec", "kernel_to_spec"]
+
+
+def as_2d_points(A: np.ndarray, name: str = "A") -> np.ndarray:
+    """Return ``A`` as an (n, d) float array; a 1-D array is n points of dimension 1 (a grid on Θ)."""
+    A = np.asarray(A)
+    if A.ndim == 1:
+        A = A[:, None]
+    if A.ndim != 2:
+        raise ValueError(f"{name} must be a 1-D or 2-D array, got shape {A.shape}")
+    if not np.issubdtype(A.dtype, np.floating):
+        A = A.astype(np.float64)
+    return A
+
+
+def _check_gamma(gamma: float) -> float:
+    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
+        raise TypeError(f"gamma must be a positive real number, got {gamma!r}")
+    if not np.isfinite(gamma) or gamma <= 0:
+        raise ValueError(f"gamma must be a positive finite number, got {gamma!r}")
+    return float(gamma)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """Base class of translation-invariant scalar kernels ``k(x, z) = κ(x − z)`` with ``κ(0) = 1``."""
+
+    gamma: float = 1.0
+    name = "kernel"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gamma", _check_gamma(self.gamma))
+
+    def gram(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
+        """Gram matrix ``K[i, j] = k(A[i], B[j])``.
+
+        Parameters
+        ----------
+        A : array of shape (n_a, d) or (n_a,)
+        B : array of shape (n_b, d) or (n_b,), default A
+
+        Returns
+        -------
+        K : ndarray of shape (n_a, n_b), in the floating dtype of A.
+        """
+        A = as_2d_points(A, "A")
+        B = A if B is None else as_2d_points(B, "B")
+        if A.shape[1] != B.shape[1]:
+            raise ValueError(f"A and B must have the same number of columns, got {A.shape[1]} and {B.shape[1]}")
+        return self._gram(A, B).astype(np.result_type(A.dtype, np.float32), copy=False)
+
+    def _gram(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def sample_frequencies(self, n_frequencies: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+        """Draw frequencies ω from the kernel's spectral law (MATH.md §4 table).
+
+        Returns
+        -------
+        W : ndarray of shape (dim, n_frequencies), float64.
+        """
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def to_spec(self) -> dict:
+        return {"name": self.name, "gamma": self.gamma}
+
+
+@dataclass(frozen=True)
+class Gaussian(Kernel):
+    """Gaussian kernel ``k(x, z) = exp(−γ ‖x − z‖₂²)``; spectral law N(0, 2γ I_d)."""
+
+    name = "gaussian"
+
+    def _gram(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        # ||a||^2 + ||b||^2 - 2ab via BLAS is far faster than cdist for large d
+        a2 = np.einsum("ij,ij->i", A, A, dtype=np.float64)
+        b2 = a2 if B is A else np.einsum("ij,ij->i", B, B, dtype=np.float64)
+        d2 = a2[:, None] + b2[None, :] - 2.0 * (A.astype(np.float64) @ B.astype(np.float64).T)
+        np.maximum(d2, 0.0, out=d2)
+        return np.exp(-self.gamma * d2)
+
+    def sample_frequencies(self, n_frequencies: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.standard_normal((dim, n_frequencies)) * np.sqrt(2.0 * self.gamma)
+
+
+@dataclass(frozen=True)
+class Laplacian(Kernel):
+    """Laplacian kernel ``k(x, z) = exp(−γ ‖x − z‖₂)``; spectral law: multivariate Cauchy of scale γ."""
+
+    name = "laplacian"
+
+    def _gram(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        return np.exp(-self.gamma * cdist(A.astype(np.float64), B.astype(np.float64)))
+
+    def sample_frequencies(self, n_frequencies: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+        g = rng.standard_normal((dim, n_frequencies))
+        w = rng.standard_normal(n_frequencies)
+        return self.gamma * g / np.abs(w)
+
+
+_KERNELS = {"gaussian": Gaussian, "laplacian": Laplacian}
+
+
+def kernel_from_spec(spec: dict | str | Kernel) -> Kernel:
+    """Build a kernel from ``{"name": ..., "gamma": ...}``, from ``"name:gamma"``, or return a Kernel as is."""
+    if isinstance(spec, Kernel):
+        return spec
+    if isinstance(spec, str):
+        name, sep, gamma = spec.partition(":")
+        if not sep:
+            raise ValueError(f"kernel must be written NAME:GAMMA (e.g. gaussian:0.01), got {spec!r}")
+        try:
+            spec = {"name": name.strip().lower(), "gamma": float(gamma)}
+        except ValueError:
+            raise ValueError(f"kernel gamma must be a number, got {gamma!r} in {spec!r}") from None
+    if not isinstance(spec, dict) or spec.get("name") not in _KERNELS:
+        raise ValueError(f"unknown kernel {spec!r}; expected one of {sorted(_KERNELS)}")
+    return _KERNELS[spec["name"]](gamma=spec["gamma"])
+
+
+def kernel_to_spec(kernel: Kernel) -> dict:
+    return kernel.to_spec()

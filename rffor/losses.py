@@ -1,0 +1,325 @@
+"""The convoluted losses of paper 000 on function-valued residuals (MATH.md §2, §3 and §5).
+
+Every loss is ``L = ½‖·‖² □ g`` for a convex ``g``; a loss object knows
+
+- its primal value on residual curves (``value``, ``curve_values``; MATH.md §2 table, with the empirical
+  measure μ_m on the grid, NaN entries ignored and each curve averaged over its own observed count m_i),
+- its gradient with respect to the residuals (``grad``; MATH.md §5 table, used by the random-feature solver),
+- its dual penalty ψ and the prox of γψ in the linear-spline coordinates of (D_s) (``dual_penalty``,
+  ``prox_dual``; MATH.md §3.1 table) and, for the p = 2 losses, in the eigenbasis coordinates of (D_e)
+  (``dual_penalty_eigen``, ``prox_dual_eigen``; MATH.md §3.2).
+
+A solver asks only for these methods; the estimator never looks at which loss it holds.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Loss", "Square", "Huber", "EpsilonInsensitive", "loss_from_spec"]
+
+
+def _check_param(value, name: str, *, allow_zero: bool, allow_inf: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    if math.isnan(value) or (math.isinf(value) and not allow_inf) or value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+    return value
+
+
+def _row_norms(U: np.ndarray) -> np.ndarray:
+    """Euclidean norm of each row, shape (n, 1)."""
+    return np.sqrt(np.einsum("ij,ij->i", U, U))[:, None]
+
+
+def _shrink_factor(norms: np.ndarray, radius: float) -> np.ndarray:
+    """``(1 − radius / ‖u‖)₊`` with 0/0 treated as 0 (block soft-threshold factor)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = 1.0 - radius / norms
+    f[~(norms > radius)] = 0.0
+    return f
+
+
+def _project_factor(norms: np.ndarray, radius: float) -> np.ndarray:
+    """``min(1, radius / ‖u‖)`` with 0/0 treated as 1 (projection onto a Euclidean ball)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = radius / norms
+    f[~(norms > radius)] = 1.0
+    return f
+
+
+def _observed(R: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Residuals with NaN replaced by 0, the observation mask and the per-curve counts m_i (n, 1)."""
+    R = np.asarray(R)
+    if R.ndim != 2:
+        raise ValueError(f"residuals must be a 2-D array (n_curves, n_locations), got shape {R.shape}")
+    mask = ~np.isnan(R)
+    if mask.all():
+        return R, mask, np.full((R.shape[0], 1), R.shape[1], dtype=R.dtype)
+    counts = mask.sum(axis=1, keepdims=True).astype(R.dtype)
+    return np.where(mask, R, 0), mask, counts
+
+
+def _safe_div(num: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = num / counts
+    return np.where(counts > 0, out, 0)
+
+
+@dataclass(frozen=True)
+class Loss:
+    """Base class. Subclasses set ``name``, ``p`` and implement the primal/dual pieces."""
+
+    #: "integral" losses are averages over θ of a pointwise loss; DSGD may subsample θ for them (MATH.md §5).
+    integral: bool = field(default=True, init=False, repr=False, compare=False)
+    #: whether the eigenbasis dual (D_e) is defined for this loss (p = 2 losses and the square loss).
+    supports_eigen: bool = field(default=False, init=False, repr=False, compare=False)
+
+    # ----------------------------------------------------------------- primal
+    def curve_values(self, R: np.ndarray) -> np.ndarray:
+        """Per-curve loss L(r_i) (MATH.md §2 table).
+
+        Parameters
+        ----------
+        R : ndarray of shape (n, m)
+            Residual curves on the grid; NaN entries are unobserved and ignored.
+
+        Returns
+        -------
+        values : ndarray of shape (n,)
+        """
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def value(self, R: np.ndarray) -> float:
+        """Mean loss ``(1/n) Σ_i L(r_i)`` over the curves of R (shape (n, m), NaN ignored)."""
+        return float(np.mean(self.curve_values(R))) if len(R) else 0.0
+
+    def grad(self, R: np.ndarray) -> np.ndarray:
+        """Gradient ``G = ∂L(r_i)/∂r_ij`` of each curve's loss (MATH.md §5 table).
+
+        Parameters
+        ----------
+        R : ndarray of shape (n, m)
+            Residuals; NaN entries are unobserved and get a zero gradient.
+
+        Returns
+        -------
+        G : ndarray of shape (n, m), same dtype as R.
+        """
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    # ------------------------------------------------------------ spline dual
+    def dual_penalty(self, A: np.ndarray) -> float:
+        """``Σ_i ψ(a_i)`` of (D_s) for dual coefficients A of shape (n, m); ``inf`` outside the domain."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def prox_dual(self, U: np.ndarray, step: float) -> np.ndarray:
+        """``prox_{step·ψ}`` applied row-wise to U of shape (n, m) (MATH.md §3.1 table); returns a new array."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    # ------------------------------------------------------------- eigen dual
+    def dual_penalty_eigen(self, A: np.ndarray) -> float:
+        """``Σ_i ψ_e(a_i)`` of (D_e) for coefficients A of shape (n, r)."""
+        raise ValueError(f"{self!r} has no eigenbasis dual; use representation='splines'")
+
+    def prox_dual_eigen(self, U: np.ndarray, step: float) -> np.ndarray:
+        """``prox_{step·ψ_e}`` row-wise on U of shape (n, r) (MATH.md §3.2)."""
+        raise ValueError(f"{self!r} has no eigenbasis dual; use representation='splines'")
+
+    # ---------------------------------------------------------------- helpers
+    def to_spec(self) -> dict:
+        """A JSON-serialisable description, inverse of :func:`loss_from_spec`."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+
+@dataclass(frozen=True)
+class Square(Loss):
+    """Square loss ``L(f) = ½‖f‖₂²`` (g = ι_{0}, ψ = 0)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "supports_eigen", True)
+
+    def curve_values(self, R):
+        R0, _, counts = _observed(R)
+        return 0.5 * _safe_div(np.einsum("ij,ij->i", R0, R0)[:, None], counts)[:, 0]
+
+    def grad(self, R):
+        R0, _, counts = _observed(R)
+        return _safe_div(R0, counts)
+
+    def dual_penalty(self, A):
+        return 0.0
+
+    def prox_dual(self, U, step):
+        return np.array(U, copy=True)
+
+    dual_penalty_eigen = dual_penalty
+    prox_dual_eigen = prox_dual
+
+    def to_spec(self):
+        return {"name": "square"}
+
+
+@dataclass(frozen=True)
+class Huber(Loss):
+    """Huber losses of paper 000: ``p=2`` is H_κ^2 (g = κ‖·‖₂, robust to global outliers), ``p=1`` is H_κ^1
+    (g = κ‖·‖₁, robust to local outliers). ``kappa`` is in the units of the outputs (MATH.md §2);
+    ``kappa=inf`` gives the square loss.
+    """
+
+    kappa: float = 1.0
+    p: int = 2
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kappa", _check_param(self.kappa, "kappa", allow_zero=False, allow_inf=True))
+        if self.p not in (1, 2):
+            raise ValueError(f"Huber p must be 1 (integral H_κ^1) or 2 (vectorial H_κ^2), got {self.p!r}")
+        object.__setattr__(self, "p", int(self.p))
+        object.__setattr__(self, "integral", self.p == 1)
+        object.__setattr__(self, "supports_eigen", self.p == 2)
+
+    def curve_values(self, R):
+        R0, mask, counts = _observed(R)
+        k = self.kappa
+        if self.p == 1:
+            a = np.abs(R0)
+            pointwise = np.where(a <= k, 0.5 * a * a, k * (a - 0.5 * k))
+            return _safe_div((pointwise * mask).sum(axis=1, keepdims=True), counts)[:, 0]
+        norms = np.sqrt(_safe_div(np.einsum("ij,ij->i", R0, R0)[:, None], counts))[:, 0]
+        return np.where(norms <= k, 0.5 * norms**2, k * (norms - 0.5 * k))
+
+    def grad(self, R):
+        R0, _, counts = _observed(R)
+        if self.p == 1:
+            return _safe_div(np.clip(R0, -self.kappa, self.kappa), counts)
+        norms = np.sqrt(_safe_div(np.einsum("ij,ij->i", R0, R0)[:, None], counts))
+        return _safe_div(R0, counts) * _project_factor(norms, self.kappa)
+
+    def dual_penalty(self, A):
+        A = np.asarray(A)
+        if self.p == 1:
+            ok = np.max(np.abs(A), initial=0.0) <= self.kappa * (1 + 1e-10)
+        else:
+            ok = np.max(_row_norms(A), initial=0.0) <= math.sqrt(A.shape[1]) * self.kappa * (1 + 1e-10)
+        return 0.0 if ok else math.inf
+
+    def prox_dual(self, U, step):
+        U = np.asarray(U)
+        if self.p == 1:
+            return np.clip(U, -self.kappa, self.kappa)
+        return U * _project_factor(_row_norms(U), math.sqrt(U.shape[1]) * self.kappa)
+
+    def dual_penalty_eigen(self, A):
+        if self.p != 2:
+            return super().dual_penalty_eigen(A)
+        ok = np.max(_row_norms(np.asarray(A)), initial=0.0) <= self.kappa * (1 + 1e-10)
+        return 0.0 if ok else math.inf
+
+    def prox_dual_eigen(self, U, step):
+        if self.p != 2:
+            return super().prox_dual_eigen(U, step)
+        U = np.asarray(U)
+        return U * _project_factor(_row_norms(U), self.kappa)
+
+    def to_spec(self):
+        return {"name": "huber", "kappa": self.kappa, "p": self.p}
+
+
+@dataclass(frozen=True)
+class EpsilonInsensitive(Loss):
+    """ε-insensitive losses of paper 000: ``p=2`` is ℓ_ε^2 (zero dual rows: sparse in samples), ``p=inf`` is
+    ℓ_ε^∞ (zero dual entries). ``epsilon`` is in the units of the outputs (MATH.md §2: the paper's ε is m times
+    this one); ``epsilon=0`` gives the square loss.
+    """
+
+    epsilon: float = 0.1
+    p: float = 2
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", _check_param(self.epsilon, "epsilon", allow_zero=True))
+        if self.p == 2:
+            p = 2
+        elif isinstance(self.p, numbers.Real) and math.isinf(self.p) and self.p > 0:
+            p = math.inf
+        elif isinstance(self.p, str) and self.p.lower() in ("inf", "infinity"):
+            p = math.inf
+        else:
+            raise ValueError(f"EpsilonInsensitive p must be 2 or inf, got {self.p!r}")
+        object.__setattr__(self, "p", p)
+        object.__setattr__(self, "integral", p == math.inf)
+        object.__setattr__(self, "supports_eigen", p == 2)
+
+    def curve_values(self, R):
+        R0, mask, counts = _observed(R)
+        e = self.epsilon
+        if self.p == math.inf:
+            pointwise = 0.5 * np.maximum(np.abs(R0) - e, 0.0) ** 2
+            return _safe_div((pointwise * mask).sum(axis=1, keepdims=True), counts)[:, 0]
+        norms = np.sqrt(_safe_div(np.einsum("ij,ij->i", R0, R0)[:, None], counts))[:, 0]
+        return 0.5 * np.maximum(norms - e, 0.0) ** 2
+
+    def grad(self, R):
+        R0, _, counts = _observed(R)
+        e = self.epsilon
+        if self.p == math.inf:
+            return _safe_div(np.sign(R0) * np.maximum(np.abs(R0) - e, 0.0), counts)
+        norms = np.sqrt(_safe_div(np.einsum("ij,ij->i", R0, R0)[:, None], counts))
+        if e == 0:
+            return _safe_div(R0, counts)
+        return _safe_div(R0, counts) * _shrink_factor(norms, e)
+
+    def dual_penalty(self, A):
+        A = np.asarray(A)
+        if self.p == math.inf:
+            return float(self.epsilon * np.abs(A).sum())
+        return float(self.epsilon * math.sqrt(A.shape[1]) * _row_norms(A).sum())
+
+    def prox_dual(self, U, step):
+        U = np.asarray(U)
+        t = step * self.epsilon
+        if self.p == math.inf:
+            return np.sign(U) * np.maximum(np.abs(U) - t, 0.0)
+        return U * _shrink_factor(_row_norms(U), t * math.sqrt(U.shape[1]))
+
+    def dual_penalty_eigen(self, A):
+        if self.p != 2:
+            return super().dual_penalty_eigen(A)
+        return float(self.epsilon * _row_norms(np.asarray(A)).sum())
+
+    def prox_dual_eigen(self, U, step):
+        if self.p != 2:
+            return super().prox_dual_eigen(U, step)
+        U = np.asarray(U)
+        return U * _shrink_factor(_row_norms(U), step * self.epsilon)
+
+    def to_spec(self):
+        return {"name": "epsilon_insensitive", "epsilon": self.epsilon, "p": "inf" if self.p == math.inf else 2}
+
+
+_LOSSES = {"square": Square, "huber": Huber, "epsilon_insensitive": EpsilonInsensitive}
+# command-line short names (rffor fit --loss ...)
+LOSS_ALIASES = {
+    "square": ("square", {}),
+    "huber1": ("huber", {"p": 1}),
+    "huber2": ("huber", {"p": 2}),
+    "eps2": ("epsilon_insensitive", {"p": 2}),
+    "epsinf": ("epsilon_insensitive", {"p": "inf"}),
+}
+
+
+def loss_from_spec(spec: dict | Loss) -> Loss:
+    """Inverse of ``Loss.to_spec``: ``{"name": "huber", "kappa": 0.1, "p": 1}`` -> ``Huber(0.1, 1)``."""
+    if isinstance(spec, Loss):
+        return spec
+    if not isinstance(spec, dict) or spec.get("name") not in _LOSSES:
+        raise ValueError(f"unknown loss {spec!r}; expected one of {sorted(_LOSSES)}")
+    params = {k: v for k, v in spec.items() if k != "name"}
+    if params.get("p") == "inf":
+        params["p"] = math.inf
+    return _LOSSES[spec["name"]](**params)

@@ -1,0 +1,213 @@
+"""The dual problem of the exact solver, shared by APGD and ADMM (MATH.md §3.1, §3.2).
+
+Both representations have the same shape::
+
+    F(A) = ½‖A‖_F² − <A, Y>_F + (c/2) <A, 𝒦(A)>_F + Σ_i ψ(a_i),      𝒦(A) = K_X A K_out
+
+- splines (D_s): A, Y of shape (n, m), ``K_out = K_Θ``, ``c = 1/(λnm)``, ψ = ``loss.dual_penalty``;
+- eigenbasis (D_e): A, Y of shape (n, r) with Y the coefficients ``Y V_r/√m``, ``K_out = Δ = diag(t_r/m)``,
+  ``c = 1/(λn)``, ψ = ``loss.dual_penalty_eigen``.
+
+The primal value of a dual iterate is ``P(A) = (1/n) Σ_i L(y_i − c 𝒦(A)_i) + (λ/2) c <A, 𝒦(A)>`` and the
+duality gap ``P(A) + F(A)/scale ≥ 0`` with ``scale = nm`` (splines) or ``n`` (eigen) vanishes at the optimum.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..losses import Loss
+
+__all__ = ["DualProblem", "SolverResult", "eigh_psd"]
+
+
+def eigh_psd(K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigendecomposition ``K = U diag(s) Uᵀ`` of a symmetric PSD matrix, eigenvalues clipped at 0.
+
+    Parameters
+    ----------
+    K : ndarray of shape (n, n)
+
+    Returns
+    -------
+    s : ndarray of shape (n,), descending; U : ndarray of shape (n, n)
+    """
+    s, U = np.linalg.eigh(K)
+    return np.maximum(s[::-1], 0.0), np.ascontiguousarray(U[:, ::-1])
+
+
+@dataclass
+class DualProblem:
+    """(D_s) or (D_e) with everything the solvers reuse across iterations.
+
+    Attributes
+    ----------
+    K_x : ndarray (n, n)
+        Input Gram matrix K_X.
+    s, U : ndarrays (n,), (n, n)
+        Eigendecomposition of K_X.
+    t : ndarray (q,)
+        Eigenvalues of the output operator (K_Θ for splines, q = m; δ for eigen, q = r).
+    V : ndarray (q, q) or None
+        Eigenvectors of K_Θ (splines); None for eigen, whose output operator is already diagonal.
+    K_out : ndarray (q, q) or None
+        K_Θ (splines) or None (eigen: ``𝒦(A) = K_X (A * t)``).
+    Y : ndarray (n, q)
+        Dual target: outputs on the grid (splines) or their eigen-coefficients (eigen).
+    c : float
+        Scale of the quadratic term.
+    lam : float
+    loss : Loss
+    eigen : bool
+    V_r, t_r : ndarrays (m, r), (r,) or None
+        Eigen only: kept eigenpairs of K_Θ, for Nyström predictions off the grid.
+    """
+
+    K_x: np.ndarray
+    s: np.ndarray
+    U: np.ndarray
+    t: np.ndarray
+    V: np.ndarray | None
+    K_out: np.ndarray | None
+    Y: np.ndarray
+    c: float
+    lam: float
+    loss: Loss
+    eigen: bool = False
+    #: eigen only: the kept eigenvectors (m, r) and eigenvalues (r,) of K_Θ, for Nyström predictions
+    V_r: np.ndarray | None = None
+    t_r: np.ndarray | None = None
+
+    # ------------------------------------------------------------ builders
+    @classmethod
+    def splines(cls, K_x, K_theta, Y, lam, loss, *, eig_x=None, eig_theta=None) -> DualProblem:
+        """(D_s) from K_X (n, n), K_Θ (m, m) and Y (n, m) with no NaN."""
+        n, m = Y.shape
+        s, U = eig_x if eig_x is not None else eigh_psd(K_x)
+        t, V = eig_theta if eig_theta is not None else eigh_psd(K_theta)
+        return cls(K_x, s, U, t, V, K_theta, np.asarray(Y, dtype=np.float64), 1.0 / (lam * n * m), lam, loss)
+
+    @classmethod
+    def eigenbasis(cls, K_x, K_theta, Y, lam, loss, n_eig, *, eig_x=None, eig_theta=None) -> DualProblem:
+        """(D_e) keeping the ``n_eig`` largest eigenpairs of K_Θ (MATH.md §3.2)."""
+        if not loss.supports_eigen:
+            loss.prox_dual_eigen(np.zeros((1, 1)), 1.0)  # raises the loss's own explanation
+        n, m = Y.shape
+        s, U = eig_x if eig_x is not None else eigh_psd(K_x)
+        tt, VV = eig_theta if eig_theta is not None else eigh_psd(K_theta)
+        V_r = VV[:, :n_eig]
+        delta = tt[:n_eig] / m
+        R = (np.asarray(Y, dtype=np.float64) @ V_r) / math.sqrt(m)
+        return cls(K_x, s, U, delta, None, None, R, 1.0 / (lam * n), lam, loss, eigen=True,
+                   V_r=V_r, t_r=tt[:n_eig])
+
+    # ------------------------------------------------------------ operators
+    @property
+    def n(self) -> int:
+        return self.Y.shape[0]
+
+    @property
+    def lipschitz(self) -> float:
+        """L = 1 + c ‖K_X‖₂ ‖K_out‖₂ (MATH.md §3.1)."""
+        return 1.0 + self.c * float(self.s[0]) * float(np.max(self.t))
+
+    @property
+    def gap_scale(self) -> float:
+        return float(self.Y.size) if not self.eigen else float(self.n)
+
+    def kernel_product(self, A: np.ndarray) -> np.ndarray:
+        """``c 𝒦(A)``: the predictions on the grid (splines) or their coefficients (eigen). One product."""
+        if self.eigen:
+            return self.c * (self.K_x @ (A * self.t))
+        return self.c * (self.K_x @ A @ self.K_out)
+
+    def rotate(self, A: np.ndarray) -> np.ndarray:
+        """Coordinates in the joint eigenbasis: ``Uᵀ A V``."""
+        UA = self.U.T @ A
+        return UA if self.eigen else UA @ self.V
+
+    def unrotate(self, A_hat: np.ndarray) -> np.ndarray:
+        """Inverse of :meth:`rotate`: ``U Â Vᵀ``."""
+        UA = self.U @ A_hat
+        return UA if self.eigen else UA @ self.V.T
+
+    @property
+    def hessian_diag(self) -> np.ndarray:
+        """Diagonal of the Hessian of the smooth part in the joint eigenbasis, ``1 + c s tᵀ``, shape (n, q)."""
+        return 1.0 + self.c * np.outer(self.s, self.t)
+
+    def prox(self, U: np.ndarray, step: float) -> np.ndarray:
+        return self.loss.prox_dual_eigen(U, step) if self.eigen else self.loss.prox_dual(U, step)
+
+    def penalty(self, A: np.ndarray) -> float:
+        return self.loss.dual_penalty_eigen(A) if self.eigen else self.loss.dual_penalty(A)
+
+    # ------------------------------------------------------------ solutions
+    def closed_form(self) -> np.ndarray:
+        """Square-loss solution (Sylvester equation solved in the eigenbases), the warm start of the others:
+        ``A = U [ (Uᵀ Y V) ⊘ (1 + c s tᵀ) ] Vᵀ`` (MATH.md §3.1, and its (D_e) analogue).
+        """
+        from .closed_form import diagonal_sylvester
+
+        return diagonal_sylvester(self.U, self.s, self.V, self.t, self.Y, shift=1.0, scale=self.c)
+
+    # ------------------------------------------------------------ certificates
+    def dual_value(self, A: np.ndarray, KA: np.ndarray) -> float:
+        """F(A) given ``KA = c 𝒦(A)``."""
+        return float(0.5 * np.vdot(A, A) - np.vdot(A, self.Y) + 0.5 * np.vdot(A, KA) + self.penalty(A))
+
+    def primal_value(self, A: np.ndarray, KA: np.ndarray) -> float:
+        """P of the primal model built from the dual iterate A (MATH.md §3.1 "Primal value of a dual iterate")."""
+        R = self.Y - KA
+        if self.eigen:
+            # coefficients in an orthonormal basis of 𝒴: their Euclidean norm is the μ_m norm of the curve,
+            # and curve_values averages over r columns, hence the √r
+            R = R * math.sqrt(R.shape[1])
+        reg = 0.5 * self.lam * float(np.vdot(A, KA)) * self.c
+        return self.loss.value(R) + reg
+
+    def certificate(self, A: np.ndarray, KA: np.ndarray) -> tuple[float, float, float]:
+        """(primal, dual, relative gap) at a feasible A; the dual is ``−F(A)/scale`` so that primal ≥ dual."""
+        primal = self.primal_value(A, KA)
+        dual = -self.dual_value(A, KA) / self.gap_scale
+        gap = primal - dual
+        denom = max(abs(primal), abs(dual), np.finfo(float).tiny)
+        return primal, dual, gap / denom
+
+
+@dataclass
+class SolverResult:
+    """What an exact solver returns.
+
+    Attributes
+    ----------
+    coef : ndarray (n, q)
+        The dual coefficients A (feasible).
+    n_iter : int
+    gap : float
+        Relative duality gap at ``coef``.
+    history : dict of lists
+        ``primal``, ``dual`` and ``gap`` (relative) per iteration, the warm start first.
+    converged : bool
+    """
+
+    coef: np.ndarray
+    n_iter: int
+    gap: float
+    history: dict
+    converged: bool
+
+
+def new_history() -> dict:
+    return {"primal": [], "dual": [], "gap": []}
+
+
+def record(history: dict, cert: tuple[float, float, float]) -> float:
+    primal, dual, gap = cert
+    history["primal"].append(primal)
+    history["dual"].append(dual)
+    history["gap"].append(gap)
+    return gap
