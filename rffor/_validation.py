@@ -9,38 +9,67 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+import scipy.sparse as sp
 
 __all__ = ["check_X", "check_Y", "check_theta", "check_positive", "fill_missing"]
 
 
-def check_X(X, *, name: str = "X", n_features: int | None = None, dtype=np.float64) -> np.ndarray:
-    """Validate inputs: 2-D (a 1-D array is one feature per sample), numeric, finite.
+def _as_real_array(A, name: str, shape_doc: str, dtype) -> np.ndarray:
+    """``A`` as a dense real array of ``dtype``; sparse, complex and non-numeric input refused, argument named."""
+    if sp.issparse(A):
+        raise TypeError(f"{name} is sparse; rffor needs a dense array of shape {shape_doc} (use {name}.toarray())")
+    try:
+        A = np.asarray(A)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a numeric array of shape {shape_doc}: {exc}") from None
+    if np.iscomplexobj(A):
+        raise ValueError(f"Complex data not supported: {name} must be real")
+    try:
+        return A.astype(dtype, copy=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a numeric array of shape {shape_doc}: {exc}") from None
+
+
+def check_X(
+    X, *, name: str = "X", n_features: int | None = None, dtype=np.float64, owner: str = "the model"
+) -> np.ndarray:
+    """Validate inputs: 2-D (a 1-D array is one feature per sample), numeric, real, finite, dense.
 
     Parameters
     ----------
     X : array-like of shape (n, d)
+    n_features : int or None
+        Expected number of features (d of the fitted model).
+    owner : str
+        Who expects ``n_features`` (named in the error message).
 
     Returns
     -------
     X : ndarray of shape (n, d)
     """
-    try:
-        X = np.asarray(X, dtype=dtype)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a numeric array of shape (n_samples, n_features): {exc}") from None
-    if X.ndim == 1:
+    X = _as_real_array(X, name, "(n_samples, n_features)", dtype)
+    one_d = X.ndim == 1
+    if one_d:
         X = X[:, None]
     if X.ndim != 2:
         raise ValueError(f"{name} must be a 2-D array of shape (n_samples, n_features), got shape {X.shape}")
     if X.shape[0] == 0:
-        raise ValueError(f"{name} has no samples (shape {X.shape}); expected at least one row")
+        raise ValueError(f"{name} has 0 sample(s) (shape={X.shape}) while a minimum of 1 is required.")
     if X.shape[1] == 0:
-        raise ValueError(f"{name} has no features (shape {X.shape}); expected at least one column")
+        raise ValueError(f"{name} has 0 feature(s) (shape={X.shape}) while a minimum of 1 is required.")
     if not np.all(np.isfinite(X)):
         bad = np.argwhere(~np.isfinite(X))[0]
         raise ValueError(f"{name} must be finite (no NaN or inf); found {X[tuple(bad)]} at index {tuple(bad)}")
     if n_features is not None and X.shape[1] != n_features:
-        raise ValueError(f"{name} has {X.shape[1]} features, but the model was fitted with {n_features}")
+        hint = (
+            "; a 1-D X is read as n samples of one feature: Reshape your data with X.reshape(1, -1) "
+            "if it is a single sample"
+            if one_d
+            else ""
+        )
+        raise ValueError(
+            f"{name} has {X.shape[1]} features, but {owner} is expecting {n_features} features as input{hint}"
+        )
     return X
 
 
@@ -55,10 +84,7 @@ def check_Y(Y, *, n_samples: int, name: str = "Y", m: int | None = None) -> np.n
     -------
     Y : ndarray of shape (n, m), float64
     """
-    try:
-        Y = np.asarray(Y, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a numeric array of shape (n_samples, n_locations): {exc}") from None
+    Y = _as_real_array(Y, name, "(n_samples, n_locations)", np.float64)
     if Y.ndim == 1:
         Y = Y[:, None]
     if Y.ndim != 2:

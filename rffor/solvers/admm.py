@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .dual import DualProblem, SolverResult, new_history, record
+from .dual import DualProblem, SolverResult, inner, new_history, record
 
 __all__ = ["solve_admm"]
 
@@ -49,7 +49,8 @@ def solve_admm(
         ρ doubles when the primal residual ‖A − Z‖ exceeds ``balance`` times the dual residual ρ‖Z − Z_prev‖,
         and halves in the opposite case (the scaled multiplier W is rescaled accordingly).
     warm_start : bool or ndarray of shape (n, q)
-        True: Z starts at the prox of the closed-form square-loss solution; False: at 0; an array: at it.
+        True: Z starts at the prox of the closed-form square-loss solution; False: at 0; an array: at it
+        (projected onto the domain of ψ for the Huber losses).
     callback : callable(it, Z, gap) or None
 
     Returns
@@ -60,7 +61,8 @@ def solve_admm(
     cst = H - 1.0  # c s tᵀ: the kernel product in the eigenbasis
     Y_hat = problem.rotate(problem.Y)
     if isinstance(warm_start, np.ndarray):
-        Z = problem.prox(np.array(warm_start, dtype=np.float64), 1.0 / rho)
+        # a step of 0 only projects onto the domain of ψ: the iteration starts at the given point if feasible
+        Z = problem.prox(np.array(warm_start, dtype=np.float64), 0.0)
     elif warm_start:
         Z = problem.prox(problem.unrotate(Y_hat / H), 1.0 / rho)
     else:
@@ -83,8 +85,10 @@ def solve_admm(
         gap = record(history, problem.certificate(Z, problem.unrotate(cst * Z_hat)))
         if callback is not None:
             callback(it, Z, gap)
-        r_primal = np.linalg.norm(A - Z)
-        r_dual = rho * np.linalg.norm(Z - Z_prev)
+        D = A - Z
+        r_primal = inner(D, D) ** 0.5
+        D = Z - Z_prev
+        r_dual = rho * inner(D, D) ** 0.5
         if r_primal > balance * r_dual:
             rho *= 2.0
             W *= 0.5
