@@ -1,0 +1,408 @@
+"""Feature maps of the random-feature model (MATH.md §4 and §5).
+
+The model of MATH.md (P_rf) is ``h_B(x)(θ) = φ_X(x)ᵀ B φ_Θ(θ)`` with
+
+- φ_X : random Fourier features of the input kernel k_X (:class:`RandomFourierFeatures`), and
+- φ_Θ : either the exact factor of the output Gram matrix K_Θ on the training grid (:class:`ExactOutputFactor`,
+  the operator random Fourier features of a decomposable kernel, the default) or random Fourier features of k_Θ
+  (:class:`RandomOutputFeatures`, the "double ORFF" of thesis 003 §3.3.2).
+
+Random frequencies are never stored: a feature map holds its kernel, its size and its seed, and draws the
+frequencies again from the seed wherever it is used (a Dask worker, a reloaded model). Pickling drops them.
+
+Seeds are an int or a tuple of ints ``(entropy, *key)``; a tuple means ``np.random.SeedSequence(entropy,
+spawn_key=key)``, which is how one ``random_state`` yields independent streams (see :func:`seed_sequence`).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+
+import numpy as np
+
+from .kernels import Kernel, as_2d_points
+
+__all__ = [
+    "RandomFourierFeatures",
+    "ExactOutputFactor",
+    "RandomOutputFeatures",
+    "make_output_features",
+    "seed_sequence",
+]
+
+Seed = int | Sequence[int]
+
+#: rows transformed at once by :meth:`RandomFourierFeatures.transform` when ``block_rows`` is not given
+_DEFAULT_BLOCK_ROWS = 8192
+
+
+def seed_sequence(seed: Seed | np.random.SeedSequence) -> np.random.SeedSequence:
+    """The :class:`numpy.random.SeedSequence` of a seed.
+
+    Parameters
+    ----------
+    seed : int, tuple of ints ``(entropy, *key)`` or SeedSequence
+        An int is ``SeedSequence(seed)``; a tuple is ``SeedSequence(entropy, spawn_key=key)``, so that
+        ``(s, 0)``, ``(s, 1)`` and ``(s, 2, r, p)`` are independent streams of one random state ``s``.
+
+    Returns
+    -------
+    numpy.random.SeedSequence
+    """
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+        if seed < 0:
+            raise ValueError(f"seed must be a non-negative int or a tuple of them, got {seed!r}")
+        return np.random.SeedSequence(int(seed))
+    if isinstance(seed, (tuple, list)) and len(seed) >= 1:
+        ints = []
+        for s in seed:
+            if isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 0:
+                raise ValueError(f"seed must be a non-negative int or a tuple of them, got {seed!r}")
+            ints.append(int(s))
+        return np.random.SeedSequence(ints[0], spawn_key=tuple(ints[1:]))
+    raise ValueError(f"seed must be a non-negative int or a tuple of them, got {seed!r}")
+
+
+def _seed_tuple(seed) -> int | tuple[int, ...]:
+    seed_sequence(seed)  # validates
+    return int(seed) if isinstance(seed, numbers.Integral) else tuple(int(s) for s in seed)
+
+
+def _check_dtype(dtype) -> np.dtype:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}") from None
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
+    return dt
+
+
+def _check_kernel(kernel, name: str) -> Kernel:
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"{name} must be an rffor.kernels.Kernel (Gaussian, Laplacian), got {kernel!r}")
+    return kernel
+
+
+def _check_int(value, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+class RandomFourierFeatures:
+    """Random Fourier features of a translation-invariant kernel (Rahimi & Recht 2007; MATH.md §4).
+
+    ``φ(x) = sqrt(2/D) [cos(Wᵀx), sin(Wᵀx)] ∈ R^D`` with the D/2 columns of W drawn from the kernel's spectral law,
+    so that ``φ(x)·φ(z) → k(x, z)`` as D grows and ``‖φ(x)‖ = 1`` exactly.
+
+    Parameters
+    ----------
+    kernel : Kernel
+        ``Gaussian`` or ``Laplacian`` (anything with ``sample_frequencies``).
+    n_features : int
+        D, even and >= 2.
+    dim : int
+        Dimension d of the inputs.
+    seed : int or tuple of ints
+        Seed of the frequencies (see :func:`seed_sequence`); the same seed gives the same map.
+    dtype : {np.float32, np.float64}, default np.float32
+        Type of the features and of the computation (float32 cos/sin is about 7x faster than float64).
+
+    Attributes
+    ----------
+    W : ndarray of shape (dim, n_features // 2)
+        Frequencies, in ``dtype``; regenerated from the seed on first use (not pickled).
+    """
+
+    def __init__(self, kernel: Kernel, n_features: int, dim: int, seed: Seed, dtype=np.float32):
+        self.kernel = _check_kernel(kernel, "kernel")
+        self.n_features = _check_int(n_features, "n_features", 2)
+        if self.n_features % 2:
+            raise ValueError(f"n_features must be even (cos and sin of each frequency), got {n_features}")
+        self.dim = _check_int(dim, "dim", 1)
+        self.seed = _seed_tuple(seed)
+        self.dtype = _check_dtype(dtype)
+        self._W: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ state
+    @property
+    def W(self) -> np.ndarray:
+        """Frequencies, ndarray of shape (dim, n_features // 2), in ``dtype``."""
+        if self._W is None:
+            rng = np.random.default_rng(seed_sequence(self.seed))
+            W = self.kernel.sample_frequencies(self.n_features // 2, self.dim, rng)
+            self._W = np.ascontiguousarray(W, dtype=self.dtype)
+        return self._W
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_W"] = None  # regenerated from the seed where it is used
+        return state
+
+    def __repr__(self) -> str:
+        return (
+            f"RandomFourierFeatures({self.kernel!r}, n_features={self.n_features}, dim={self.dim}, "
+            f"seed={self.seed!r}, dtype={self.dtype.name})"
+        )
+
+    def to_spec(self) -> dict:
+        """A JSON-serialisable description from which the same map is rebuilt (:meth:`from_spec`)."""
+        return {
+            "kind": "rff",
+            "kernel": self.kernel.to_spec(),
+            "n_features": self.n_features,
+            "dim": self.dim,
+            "seed": self.seed if isinstance(self.seed, int) else list(self.seed),
+            "dtype": self.dtype.name,
+        }
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> RandomFourierFeatures:
+        """Inverse of :meth:`to_spec`."""
+        from .kernels import kernel_from_spec
+
+        seed = spec["seed"]
+        return cls(
+            kernel_from_spec(spec["kernel"]),
+            spec["n_features"],
+            spec["dim"],
+            seed if isinstance(seed, int) else tuple(seed),
+            dtype=spec["dtype"],
+        )
+
+    # -------------------------------------------------------------- transform
+    def transform(self, X: np.ndarray, *, out: np.ndarray | None = None, work: np.ndarray | None = None) -> np.ndarray:
+        """Features of the rows of X (MATH.md §4).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, dim)
+            Converted to ``dtype`` first (a 1-D array is n points of dimension 1).
+        out : ndarray of shape (n, n_features), optional
+            C-contiguous array of type ``dtype`` to write into.
+        work : ndarray of shape (rows, n_features // 2), optional
+            C-contiguous scratch of type ``dtype`` for the projection ``X W``, any number of rows >= 1 (rows are
+            processed that many at a time). Reusing ``out`` and ``work`` across calls avoids the page faults of
+            fresh allocations, which cost as much as the cos and sin here.
+
+        Returns
+        -------
+        Phi : ndarray of shape (n, n_features), in ``dtype``
+            ``sqrt(2/D) [cos(X W), sin(X W)]``.
+        """
+        X = as_2d_points(X, "X")
+        if X.shape[1] != self.dim:
+            raise ValueError(f"X has {X.shape[1]} columns, but the feature map was built for dim={self.dim}")
+        X = np.ascontiguousarray(X, dtype=self.dtype)
+        n, h = X.shape[0], self.n_features // 2
+        if out is None:
+            out = np.empty((n, self.n_features), dtype=self.dtype)
+        elif out.shape != (n, self.n_features) or out.dtype != self.dtype or not out.flags.c_contiguous:
+            raise ValueError(f"out must be a C-contiguous {self.dtype.name} array of shape {(n, self.n_features)}")
+        if work is None:
+            work = np.empty((min(n, _DEFAULT_BLOCK_ROWS), h), dtype=self.dtype)
+        elif work.ndim != 2 or work.shape[1] != h or work.dtype != self.dtype or not work.flags.c_contiguous:
+            raise ValueError(f"work must be a C-contiguous {self.dtype.name} array with {h} columns")
+        block = max(1, work.shape[0])
+        scale = self.dtype.type(np.sqrt(2.0 / self.n_features))
+        W = self.W
+        for s in range(0, n, block):  # a block at a time: the projection stays in one reused buffer
+            e = min(s + block, n)
+            Z = np.matmul(X[s:e], W, out=work[: e - s])
+            np.sin(Z, out=out[s:e, h:])
+            np.cos(Z, out=out[s:e, :h])
+            out[s:e] *= scale
+        return out
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        return self.transform(X)
+
+
+class ExactOutputFactor:
+    """Exact factor of the output Gram matrix on the training grid (MATH.md §5, default φ_Θ).
+
+    With ``K_Θ = V diag(t) Vᵀ`` on the grid and the eigenpairs with ``t_j > tol · t_max`` kept,
+    ``φ_Θ(θ) = diag(t)^{-1/2} Vᵀ k_Θ(grid, θ)`` (Nyström). On the grid this is ``Φ_Θ = V diag(t)^{1/2}``, so
+    ``Φ_Θ Φ_Θᵀ = K_Θ`` up to the discarded eigenvalues, and ``Φ_Θᵀ Φ_Θ / m = diag(t) / m`` is diagonal: the
+    operator random Fourier features of Brault et al. (2016) for a decomposable kernel (thesis 003 eq. 2.26).
+
+    Parameters
+    ----------
+    kernel_theta : Kernel
+        Output kernel k_Θ.
+    theta_grid : array-like of shape (m,) or (m, p)
+        Training grid (or landmark locations for irregular grids).
+    tol : float, default 1e-10
+        Relative eigenvalue threshold in [0, 1).
+    dtype : {np.float32, np.float64}, default np.float32
+        Type of the features returned by :meth:`transform` (computed in float64).
+
+    Attributes
+    ----------
+    n_features : int
+        D_θ, the kept rank r.
+    eigenvalues : ndarray of shape (r,)
+        Kept eigenvalues t of K_Θ, decreasing (float64).
+    C_theta : ndarray of shape (r,)
+        ``t / m``, the diagonal of ``Φ_Θᵀ Φ_Θ / m`` on the grid (float64).
+    grid_features : ndarray of shape (m, r)
+        ``Φ_Θ = V diag(t)^{1/2}`` on the training grid, in ``dtype``.
+    """
+
+    kind = "exact"
+
+    def __init__(self, kernel_theta: Kernel, theta_grid: np.ndarray, tol: float = 1e-10, dtype=np.float32):
+        self.kernel = _check_kernel(kernel_theta, "kernel_theta")
+        grid = as_2d_points(np.asarray(theta_grid, dtype=np.float64), "theta_grid")
+        if grid.shape[0] == 0 or not np.all(np.isfinite(grid)):
+            raise ValueError(f"theta_grid must be a non-empty finite array of locations, got shape {grid.shape}")
+        if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not 0 <= tol < 1:
+            raise ValueError(f"tol must be a real number in [0, 1), got {tol!r}")
+        self.tol = float(tol)
+        self.dtype = _check_dtype(dtype)
+        self.theta_grid = grid
+        K = np.asarray(self.kernel.gram(grid), dtype=np.float64)
+        t, V = np.linalg.eigh(K)
+        t, V = t[::-1], V[:, ::-1]
+        t_max = t[0]
+        if not t_max > 0:
+            raise ValueError("the output Gram matrix K_Θ has no positive eigenvalue")
+        keep = t > self.tol * t_max
+        self.eigenvalues = t[keep].copy()
+        self._V = np.ascontiguousarray(V[:, keep])
+        # Nyström map θ ↦ diag(t)^{-1/2} Vᵀ k_Θ(grid, θ): rows of k_Θ(θ, grid) @ _proj
+        self._proj = self._V / np.sqrt(self.eigenvalues)
+        self.grid_features = np.ascontiguousarray(self._V * np.sqrt(self.eigenvalues), dtype=self.dtype)
+
+    @property
+    def n_features(self) -> int:
+        return int(self.eigenvalues.shape[0])
+
+    @property
+    def m(self) -> int:
+        """Number of grid locations."""
+        return int(self.theta_grid.shape[0])
+
+    @property
+    def C_theta(self) -> np.ndarray:
+        """Diagonal of ``Φ_Θᵀ Φ_Θ / m`` on the grid, ndarray of shape (r,)."""
+        return self.eigenvalues / self.m
+
+    def transform(self, theta: np.ndarray) -> np.ndarray:
+        """Output features at arbitrary locations (Nyström extension).
+
+        Parameters
+        ----------
+        theta : array-like of shape (q,) or (q, p)
+
+        Returns
+        -------
+        Phi_theta : ndarray of shape (q, r), in ``dtype``
+            Equal to :attr:`grid_features` (to rounding) on the training grid.
+        """
+        theta = as_2d_points(np.asarray(theta, dtype=np.float64), "theta")
+        if theta.shape[1] != self.theta_grid.shape[1]:
+            raise ValueError(f"theta has dimension {theta.shape[1]}, the grid has {self.theta_grid.shape[1]}")
+        if theta.shape == self.theta_grid.shape and np.array_equal(theta, self.theta_grid):
+            return self.grid_features.copy()
+        K = np.asarray(self.kernel.gram(theta, self.theta_grid), dtype=np.float64)
+        return np.ascontiguousarray(K @ self._proj, dtype=self.dtype)
+
+    def __repr__(self) -> str:
+        return (
+            f"ExactOutputFactor({self.kernel!r}, m={self.m}, tol={self.tol}, rank={self.n_features}, "
+            f"dtype={self.dtype.name})"
+        )
+
+    def to_spec(self) -> dict:
+        """A JSON-serialisable description (the grid is included; the factor is recomputed from it)."""
+        return {
+            "kind": "exact",
+            "kernel": self.kernel.to_spec(),
+            "theta_grid": self.theta_grid.tolist(),
+            "tol": self.tol,
+            "dtype": self.dtype.name,
+        }
+
+
+class RandomOutputFeatures(RandomFourierFeatures):
+    """Random Fourier features of the output kernel k_Θ ("double ORFF", thesis 003 §3.3.2; MATH.md §5).
+
+    For Θ of several dimensions, curves on unrelated grids or very large m. MATH.md §5 records that they need
+    D_θ in the hundreds to match the exact factor, with a seed-to-seed spread.
+
+    Parameters
+    ----------
+    kernel_theta : Kernel
+    n_features : int
+        D_θ, even.
+    seed : int or tuple of ints
+    dtype : {np.float32, np.float64}, default np.float32
+    dim : int, default 1
+        Dimension p of Θ.
+    """
+
+    kind = "rff"
+
+    def __init__(self, kernel_theta: Kernel, n_features: int, seed: Seed, dtype=np.float32, dim: int = 1):
+        super().__init__(kernel_theta, n_features, dim, seed, dtype=dtype)
+
+    def __repr__(self) -> str:
+        return (
+            f"RandomOutputFeatures({self.kernel!r}, n_features={self.n_features}, dim={self.dim}, "
+            f"seed={self.seed!r}, dtype={self.dtype.name})"
+        )
+
+    def transform(self, theta: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
+        """Features at locations ``theta`` of shape (q,) or (q, p); returns (q, D_θ) in ``dtype``."""
+        return super().transform(np.asarray(theta, dtype=np.float64), out=out)
+
+    def to_spec(self) -> dict:
+        spec = super().to_spec()
+        spec["kind"] = "rff_theta"
+        return spec
+
+
+def make_output_features(
+    kind: str,
+    kernel_theta: Kernel,
+    theta_grid: np.ndarray,
+    *,
+    n_features: int | None = None,
+    tol: float = 1e-10,
+    seed: Seed = 0,
+    dtype=np.float32,
+) -> ExactOutputFactor | RandomOutputFeatures:
+    """Build φ_Θ (MATH.md §5).
+
+    Parameters
+    ----------
+    kind : {"exact", "rff"}
+        Exact factor of K_Θ on the grid (default of the library) or random output features.
+    kernel_theta : Kernel
+    theta_grid : array-like of shape (m,) or (m, p)
+        Training grid (its dimension p sets the dimension of random output features).
+    n_features : int, optional
+        "rff" only: D_θ (even). Default 200.
+    tol : float, default 1e-10
+        "exact" only: relative eigenvalue threshold.
+    seed : int or tuple of ints, default 0
+        "rff" only.
+    dtype : {np.float32, np.float64}, default np.float32
+
+    Returns
+    -------
+    ExactOutputFactor or RandomOutputFeatures
+    """
+    if kind == "exact":
+        return ExactOutputFactor(kernel_theta, theta_grid, tol=tol, dtype=dtype)
+    if kind == "rff":
+        grid = as_2d_points(np.asarray(theta_grid, dtype=np.float64), "theta_grid")
+        return RandomOutputFeatures(
+            kernel_theta, 200 if n_features is None else n_features, seed, dtype=dtype, dim=grid.shape[1]
+        )
+    raise ValueError(f"output_features must be 'exact' or 'rff', got {kind!r}")

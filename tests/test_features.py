@@ -1,0 +1,207 @@
+"""Tests of rffor.features: random Fourier features and the exact output factor (MATH.md §4, §5)."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from rffor.features import (
+    ExactOutputFactor,
+    RandomFourierFeatures,
+    RandomOutputFeatures,
+    make_output_features,
+    seed_sequence,
+)
+from rffor.kernels import Gaussian, Laplacian
+
+# one BLAS thread: on a busy 2-core machine OpenBLAS threads spin-wait (an eigh of 1000 x 1000 took 14 s, not 0.15)
+pytestmark = pytest.mark.usefixtures("single_blas_thread")
+
+
+def _points(n=80, d=5, seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, size=(n, d))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# random Fourier features
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel", [Gaussian(0.5), Laplacian(0.5)])
+def test_rff_error_shrinks_like_inverse_sqrt_D(kernel):
+    """RMS error of φ(x)·φ(z) against k(x, z), averaged over seeds, has log-log slope −1/2 in D."""
+    X = _points()
+    K = kernel.gram(X)
+    Ds = np.array([32, 64, 128, 256, 512, 1024, 2048])
+    errs = []
+    for D in Ds:
+        e = []
+        for seed in range(6):
+            Phi = RandomFourierFeatures(kernel, int(D), X.shape[1], seed=seed, dtype=np.float64).transform(X)
+            e.append(np.sqrt(np.mean((Phi @ Phi.T - K) ** 2)))
+        errs.append(np.mean(e))
+    slope = np.polyfit(np.log(Ds), np.log(errs), 1)[0]
+    assert -0.6 < slope < -0.4, (slope, errs)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rff_unit_norm_shape_and_dtype(dtype):
+    X = _points(30, 3)
+    f = RandomFourierFeatures(Gaussian(1.0), 64, 3, seed=1, dtype=dtype)
+    Phi = f.transform(X)
+    assert Phi.shape == (30, 64) and Phi.dtype == dtype
+    np.testing.assert_allclose(np.linalg.norm(Phi, axis=1), 1.0, rtol=1e-5 if dtype == np.float32 else 1e-12)
+    assert f.W.shape == (3, 32) and f.W.dtype == dtype
+
+
+def test_rff_float32_matches_float64():
+    X = _points(50, 8)
+    f32 = RandomFourierFeatures(Gaussian(0.3), 200, 8, seed=3, dtype=np.float32).transform(X)
+    f64 = RandomFourierFeatures(Gaussian(0.3), 200, 8, seed=3, dtype=np.float64).transform(X)
+    np.testing.assert_allclose(f32, f64, atol=1e-6)
+
+
+def test_rff_regenerated_from_seed():
+    X = _points(20, 4)
+    a = RandomFourierFeatures(Gaussian(1.0), 100, 4, seed=(7, 0))
+    b = RandomFourierFeatures(Gaussian(1.0), 100, 4, seed=(7, 0))
+    c = RandomFourierFeatures(Gaussian(1.0), 100, 4, seed=(7, 1))
+    assert np.array_equal(a.transform(X), b.transform(X))
+    assert not np.allclose(a.W, c.W)
+    # the frequencies are not pickled, and come back identical
+    a.W  # noqa: B018 - draw them
+    blob = pickle.dumps(a)
+    assert len(blob) < 2000
+    a2 = pickle.loads(blob)
+    assert a2._W is None
+    assert np.array_equal(a2.transform(X), a.transform(X))
+    # a JSON-able description rebuilds the same map
+    a3 = RandomFourierFeatures.from_spec(a.to_spec())
+    assert np.array_equal(a3.W, a.W)
+
+
+def test_rff_seed_streams_are_independent():
+    s = seed_sequence((5, 0)).generate_state(4)
+    assert not np.array_equal(s, seed_sequence((5, 1)).generate_state(4))
+    assert not np.array_equal(s, seed_sequence((5, 2, 0, 0)).generate_state(4))
+    assert np.array_equal(seed_sequence(5).generate_state(4), np.random.SeedSequence(5).generate_state(4))
+
+
+def test_rff_blocks_and_out():
+    X = _points(9000, 2)  # more rows than one internal block
+    f = RandomFourierFeatures(Gaussian(1.0), 10, 2, seed=0, dtype=np.float64)
+    Phi = f.transform(X)
+    np.testing.assert_allclose(Phi[8500:], f.transform(X[8500:]), rtol=0, atol=1e-15)
+    out = np.empty((9000, 10))
+    assert f.transform(X, out=out) is out
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"n_features": 7}, "even"),
+        ({"n_features": 0}, "n_features"),
+        ({"dim": 0}, "dim"),
+        ({"seed": -1}, "seed"),
+        ({"seed": "a"}, "seed"),
+        ({"dtype": np.int32}, "dtype"),
+    ],
+)
+def test_rff_argument_errors(kwargs, match):
+    args = {"kernel": Gaussian(1.0), "n_features": 8, "dim": 2, "seed": 0} | kwargs
+    with pytest.raises(ValueError, match=match):
+        RandomFourierFeatures(**args)
+
+
+def test_rff_kernel_type_and_input_shape_errors():
+    with pytest.raises(TypeError, match="kernel"):
+        RandomFourierFeatures("gaussian", 8, 2, seed=0)
+    f = RandomFourierFeatures(Gaussian(1.0), 8, 2, seed=0)
+    with pytest.raises(ValueError, match="dim=2"):
+        f.transform(np.ones((3, 4)))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# exact output factor
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gamma", [30.0, 100.0, 1000.0])
+def test_exact_factor_reproduces_K_theta_on_grid(gamma):
+    theta = np.linspace(0, 1, 60)
+    kt = Gaussian(gamma)
+    f = ExactOutputFactor(kt, theta, dtype=np.float64)
+    Phi = f.transform(theta)
+    K = kt.gram(theta)
+    np.testing.assert_allclose(Phi @ Phi.T, K, atol=1e-8)
+    # Φ_Θᵀ Φ_Θ / m = diag(t) / m, with C_theta its diagonal
+    np.testing.assert_allclose(Phi.T @ Phi / 60, np.diag(f.C_theta), atol=1e-10)
+    assert f.n_features == Phi.shape[1] <= 60
+
+
+def test_exact_factor_rank_and_tolerance():
+    theta = np.linspace(0, 1, 50)
+    small = ExactOutputFactor(Gaussian(30.0), theta, tol=1e-6)
+    big = ExactOutputFactor(Gaussian(30.0), theta, tol=1e-12)
+    assert small.n_features < big.n_features
+    assert np.all(small.eigenvalues > 1e-6 * small.eigenvalues[0])
+    # MATH.md §5: rank 21 for γ_θ = 30 on 50 points at the default tolerance
+    assert ExactOutputFactor(Gaussian(30.0), theta).n_features in range(19, 24)
+
+
+def test_exact_factor_nystrom_off_grid():
+    theta = np.linspace(0, 1, 40)
+    kt = Gaussian(30.0)
+    f = ExactOutputFactor(kt, theta, dtype=np.float64)
+    new = np.linspace(0.013, 0.987, 33)  # between grid points
+    P = f.transform(new)
+    np.testing.assert_allclose(P @ f.transform(theta).T, kt.gram(new, theta), atol=1e-6)
+    np.testing.assert_allclose(P @ P.T, kt.gram(new), atol=1e-5)
+
+
+def test_exact_factor_float32_and_grid_identity():
+    theta = np.linspace(0, 1, 30)
+    f = ExactOutputFactor(Gaussian(50.0), theta)
+    assert f.grid_features.dtype == np.float32
+    assert np.array_equal(f.transform(theta), f.grid_features)
+    f64 = ExactOutputFactor(Gaussian(50.0), theta, dtype=np.float64)
+    np.testing.assert_allclose(f.transform(theta[3:7] + 0.001), f64.transform(theta[3:7] + 0.001), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match", [({"tol": 1.0}, "tol"), ({"tol": -1e-3}, "tol"), ({"theta_grid": []}, "theta_grid")]
+)
+def test_exact_factor_errors(kwargs, match):
+    args = {"kernel_theta": Gaussian(1.0), "theta_grid": np.linspace(0, 1, 5)} | kwargs
+    with pytest.raises(ValueError, match=match):
+        ExactOutputFactor(**args)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# random output features and the factory
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_random_output_features_multidim_theta():
+    rng = np.random.default_rng(0)
+    theta = rng.uniform(0, 1, size=(40, 2))
+    kt = Gaussian(5.0)
+    f = RandomOutputFeatures(kt, 4000, seed=0, dtype=np.float64, dim=2)
+    P = f.transform(theta)
+    assert P.shape == (40, 4000)
+    assert np.max(np.abs(P @ P.T - kt.gram(theta))) < 0.1
+
+
+def test_make_output_features():
+    theta = np.linspace(0, 1, 20)
+    ex = make_output_features("exact", Gaussian(30.0), theta)
+    assert isinstance(ex, ExactOutputFactor)
+    rf = make_output_features("rff", Gaussian(30.0), theta, n_features=64, seed=(1, 1))
+    assert isinstance(rf, RandomOutputFeatures) and rf.n_features == 64 and rf.dim == 1
+    assert rf.transform(theta).shape == (20, 64)
+    with pytest.raises(ValueError, match="output_features"):
+        make_output_features("nope", Gaussian(30.0), theta)
+    with pytest.raises(ValueError, match="even"):
+        make_output_features("rff", Gaussian(30.0), theta, n_features=63)

@@ -1,0 +1,436 @@
+"""Tests of rffor.solvers.rff: chunk sums and closed form, the round loop, fit_rff and the estimator's rff path."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+import rffor.data
+from rffor import FunctionalRegressor
+from rffor.datasets import make_synthetic
+from rffor.features import ExactOutputFactor, RandomFourierFeatures
+from rffor.kernels import Gaussian, Laplacian
+from rffor.losses import EpsilonInsensitive, Huber, Square
+from rffor.solvers.closed_form import sylvester_kernel
+from rffor.solvers.dsgd import SGDState
+from rffor.solvers.rff import (
+    ArrayData,
+    FeatureSums,
+    RoundPlan,
+    average_states,
+    closed_form_from_sums,
+    feature_sums,
+    fit_rff,
+    objective,
+    output_gram,
+    run_rounds,
+    serial_map_partitions,
+    square_objective_from_sums,
+)
+
+# one BLAS thread: on a busy 2-core machine OpenBLAS threads spin-wait (an eigh of 1000 x 1000 took 14 s, not 0.15)
+pytestmark = pytest.mark.usefixtures("single_blas_thread")
+
+KX, KT, LAM = Gaussian(0.05), Gaussian(30.0), 1e-3
+KW = dict(kernel_x=KX, kernel_theta=KT, lam=LAM, n_features_x=100, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def synth():
+    return make_synthetic(600, 100, m=30, p_in=20, nonlinear=True, noise=0.1, random_state=1)
+
+
+@pytest.fixture(scope="module")
+def store(synth, tmp_path_factory):
+    """The training data in a Zarr store with 4 chunks (160, 160, 160, 120 rows)."""
+    path = tmp_path_factory.mktemp("rff") / "train.zarr"
+    return rffor.data.write(path, synth.X_train, synth.Y_train, synth.theta, chunks=160)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# ArrayData
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_array_data_interface(synth, store):
+    a = ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=160)
+    assert (a.n, a.d, a.m, a.n_chunks, a.chunk_rows) == (600, 20, 30, 4, 160)
+    for P in (1, 2, 3, 4, 7):
+        assert a.partition(P) == store.partition(P)
+    X3, Y3 = a.chunk(3)
+    assert X3.shape == (120, 20) and Y3.shape == (120, 30)
+    assert [i for i, _, _ in a.iter_chunks([2, 0])] == [2, 0]
+    assert np.array_equal(a.theta, synth.theta)
+    assert ArrayData(synth.X_train, synth.Y_train).chunk_rows == 600
+    with pytest.raises(ValueError, match="chunk_rows"):
+        ArrayData(synth.X_train, synth.Y_train, chunk_rows=0)
+    with pytest.raises(ValueError, match="same number of rows"):
+        ArrayData(synth.X_train, synth.Y_train[:5])
+    with pytest.raises(IndexError):
+        a.chunk(4)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# closed form
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _features(synth, dtype=np.float32, D=100):
+    phi_x = RandomFourierFeatures(KX, D, synth.X_train.shape[1], seed=(0, 0), dtype=dtype)
+    phi_t = ExactOutputFactor(KT, synth.theta, dtype=dtype)
+    return phi_x, phi_t, phi_t.grid_features
+
+
+def test_chunked_sums_equal_in_memory(synth):
+    """Sums over chunks (float32 features, float64 accumulation) equal the whole-array products."""
+    phi_x, phi_t, Pt = _features(synth)
+    chunked = feature_sums(ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=97), phi_x, Pt)
+    Phi = phi_x.transform(synth.X_train).astype(np.float64)
+    Y = synth.Y_train.astype(np.float32).astype(np.float64)
+    np.testing.assert_allclose(chunked.xx, Phi.T @ Phi, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(chunked.xy, Phi.T @ Y @ Pt.astype(np.float64), rtol=1e-4, atol=1e-4)
+    assert chunked.n == 600 and chunked.n_missing == 0
+    assert chunked.yy == pytest.approx(np.sum(Y**2))
+    # the reduce step is a sum
+    half = feature_sums(ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=97), phi_x, Pt, [0, 1, 2])
+    rest = feature_sums(ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=97), phi_x, Pt, [3, 4, 5, 6])
+    total = half + rest
+    np.testing.assert_allclose(total.xx, chunked.xx, rtol=1e-12)
+    assert total.n == 600
+
+
+def test_closed_form_chunked_equals_in_memory(synth):
+    """B from chunk sums equals B from the in-memory normal equations (float64 features: to 1e-9)."""
+    phi_x, phi_t, Pt = _features(synth, dtype=np.float64)
+    sums = feature_sums(ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=64), phi_x, Pt)
+    B = closed_form_from_sums(sums, phi_t.C_theta, LAM, 30)
+    Phi = phi_x.transform(synth.X_train)
+    n, m = synth.Y_train.shape
+    C_x, C_t, M = Phi.T @ Phi / n, Pt.T @ Pt / m, Phi.T @ synth.Y_train @ Pt / (n * m)
+    # the normal equations C_X B C_Θ + λB = M of MATH.md §5, solved densely
+    B_dense = np.linalg.solve(np.kron(C_x, C_t) + LAM * np.eye(B.size), M.ravel()).reshape(B.shape)
+    np.testing.assert_allclose(B, B_dense, rtol=1e-7, atol=1e-9)
+    # and J from the sums is J from a pass over the data
+    J_sums = square_objective_from_sums(sums, B, phi_t.C_theta, LAM, m)
+    J_pass = objective(ArrayData(synth.X_train, synth.Y_train, synth.theta), B, phi_x, Pt, Square(), LAM)
+    assert J_sums == pytest.approx(J_pass, rel=1e-10)
+    # the gradient vanishes there
+    R = synth.Y_train - Phi @ B @ Pt.T
+    grad = -(Phi.T @ Square().grad(R) @ Pt) / n + LAM * B
+    assert np.abs(grad).max() < 1e-10
+
+
+def test_closed_form_with_random_output_features(synth):
+    res = fit_rff(
+        ArrayData(synth.X_train, synth.Y_train, synth.theta), **KW, output_features="rff", n_features_theta=50
+    )
+    Pt = res.output_features.transform(synth.theta)
+    C = output_gram(res.output_features, Pt)
+    assert C.shape == (50, 50)
+    Phi = res.input_features.transform(synth.X_train).astype(np.float64)
+    B = res.coef.astype(np.float64)
+    R = synth.Y_train - Phi @ B @ Pt.astype(np.float64).T
+    grad = -(Phi.T @ Square().grad(R) @ Pt) / 600 + LAM * B
+    assert np.abs(grad).max() < 1e-5  # float32 model
+
+
+def test_rff_approaches_exact_solver_as_D_grows():
+    """Square loss: the feature-space closed form tends to the exact kernel solution (MATH.md §5).
+
+    Relative RMS gap between the test predictions of (P_rf) and of the exact solver (n = 300, m = 30, λ = 1e-3,
+    exact output factor, mean over 2 seeds), measured over 8 seeds: 0.10–0.15 at D_x = 100, 0.06–0.10 at 300,
+    0.034–0.052 at 1,000 (about D^{-1/2}). Asserted: decreasing, and below 0.07 at 1,000.
+    """
+    d = make_synthetic(300, 100, m=30, p_in=20, nonlinear=True, noise=0.1, random_state=2)
+    K_x, K_t = KX.gram(d.X_train), KT.gram(d.theta)
+    A = sylvester_kernel(K_x, K_t, d.Y_train, LAM)
+    exact = KX.gram(d.X_test, d.X_train) @ A @ K_t / (LAM * 300 * 30)
+    gaps = []
+    for D in (100, 300, 1000):
+        g = []
+        for seed in (0, 1):
+            res = fit_rff(
+                (d.X_train, d.Y_train, d.theta),
+                kernel_x=KX,
+                kernel_theta=KT,
+                lam=LAM,
+                n_features_x=D,
+                random_state=seed,
+            )
+            g.append(np.sqrt(np.mean((res.predict(d.X_test) - exact) ** 2) / np.mean(exact**2)))
+        gaps.append(np.mean(g))
+    assert gaps[0] > gaps[1] > gaps[2], gaps
+    assert gaps[2] < 0.07, gaps
+
+
+def test_missing_outputs_square_loss(synth):
+    """Square loss with NaN: the closed form on filled outputs, then DSGD on the masked objective."""
+    Y = synth.Y_train.copy()
+    rng = np.random.default_rng(0)
+    Y[rng.random(Y.shape) < 0.2] = np.nan
+    Y[:, 0] = synth.Y_train[:, 0]
+    data = ArrayData(synth.X_train, Y, synth.theta)
+    cf = fit_rff(data, **KW, rff_method="closed_form")
+    auto = fit_rff(data, **KW, n_epochs=30, batch_size=32)
+    assert cf.method == "closed_form" and auto.method == "sgd" and auto.history[0]["round"] == -1
+    Pt = cf.output_features.transform(synth.theta)
+    J_cf = objective(data, cf.coef, cf.input_features, Pt, Square(), LAM)
+    J_auto = objective(data, auto.coef, auto.input_features, Pt, Square(), LAM)
+    assert J_auto < J_cf  # DSGD improves the masked objective over the filled closed form
+
+
+def test_masking_versus_wrong_values(synth):
+    """A fit with entries missing (NaN) stays close to the clean fit; the same entries set to wrong values
+    move it far away: the NaN entries are masked, not read."""
+    rng = np.random.default_rng(3)
+    mask = rng.random(synth.Y_train.shape) < 0.15
+    mask[:, 0] = False
+    kw = dict(KW, loss=Huber(0.1, 2), n_epochs=20, batch_size=32)
+    clean = fit_rff((synth.X_train, synth.Y_train, synth.theta), **kw).predict(synth.X_test)
+    nan = fit_rff((synth.X_train, np.where(mask, np.nan, synth.Y_train), synth.theta), **kw).predict(synth.X_test)
+    wrong = fit_rff((synth.X_train, np.where(mask, 3.0, synth.Y_train), synth.theta), **kw).predict(synth.X_test)
+    err_nan, err_wrong = np.abs(nan - clean).mean(), np.abs(wrong - clean).mean()
+    assert err_nan < 0.2 * err_wrong, (err_nan, err_wrong)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# rounds
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_average_states_weighted_in_order():
+    s0 = SGDState.zeros(2, 2)
+    a = SGDState(np.ones((2, 2), np.float32), np.full((2, 2), 2.0), 3)
+    b = SGDState(np.full((2, 2), 4, np.float32), np.full((2, 2), 5.0), 1)
+    state, steps, loss = average_states(s0, [(a, 3, 1.5), (b, 1, 0.5)])
+    np.testing.assert_allclose(state.B, 1.75)
+    np.testing.assert_allclose(state.B_avg, 2.75)
+    assert state.B.dtype == np.float32 and state.t == 3 and steps == 4 and loss == 2.0
+    one, _, _ = average_states(s0, [(a, 3, 1.5)])
+    assert np.array_equal(one.B, a.B) and np.array_equal(one.B_avg, a.B_avg)
+    same, steps, _ = average_states(s0, [(a, 0, 0.0)])
+    assert steps == 0 and np.array_equal(same.B, s0.B)
+
+
+def test_one_partition_rounds_replay(synth):
+    """P = 1: averaging one partition is the identity, so the fit is the plain sequence of its tasks."""
+    data = ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=160)
+    kw = dict(KW, loss=Huber(0.1, 1), batch_size=32, n_epochs=3)
+    res = fit_rff(data, **kw)
+    plan = res.plan
+    assert plan.n_partitions == 1 and plan.round_steps == [19, 19, 19]  # 5 + 5 + 5 + 4 steps per epoch
+    assert plan.config.average_start == 28  # suffix averaging over the second half
+    s = SGDState.from_coef(_warm_start(data), "float32")
+    for r in range(3):
+        s, steps, _ = plan.run_partition(s, r, 0)
+        assert steps == 19
+    assert np.array_equal(s.B_avg.astype(np.float32), res.coef)
+
+
+def _warm_start(data):
+    """The closed-form warm start fit_rff uses (all chunks: fewer rows than init_max_rows)."""
+    return fit_rff(data, **KW).coef.astype(np.float64)
+
+
+def test_two_partitions_and_callbacks(synth):
+    data = ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=160)
+    seen = []
+    res = fit_rff(
+        data,
+        **KW,
+        loss=Huber(0.1, 2),
+        batch_size=32,
+        n_epochs=4,
+        n_partitions=2,
+        local_steps=5,
+        on_round=lambda r, st, h: seen.append((r, st.t, len(h))),
+    )
+    assert res.plan.partitions == [[0, 1], [2, 3]]
+    assert res.plan.round_steps == [5] * 8  # 4 epochs of the largest partition (10 steps) in rounds of 5
+    assert seen == [(r, 5 * (r + 1), r + 1) for r in range(8)]
+    assert [h["steps"] for h in res.history] == [10] * 8 and res.n_iter == 40
+    assert np.all(np.isfinite(res.objective_history))
+    # a custom map (e.g. Dask) returning the serial results gives the same model
+    calls = []
+
+    def my_map(plan, state, r):
+        calls.append(r)
+        return [pickle.loads(pickle.dumps(plan)).run_partition(state, r, p) for p in range(plan.n_partitions)]
+
+    res2 = fit_rff(
+        data, **KW, loss=Huber(0.1, 2), batch_size=32, n_epochs=4, n_partitions=2, local_steps=5, map_partitions=my_map
+    )
+    assert calls == list(range(8)) and np.array_equal(res.coef, res2.coef)
+
+
+def test_resume_from_checkpoint_gives_the_same_model(synth):
+    data = ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=160)
+    kw = dict(KW, loss=EpsilonInsensitive(0.05, 2), batch_size=32, n_epochs=4, n_partitions=2)
+    checkpoints = {}
+    full = fit_rff(data, **kw, on_round=lambda r, st, h: checkpoints.update({r: (st.copy(), list(h))}))
+    state, history = checkpoints[1]
+    resumed = fit_rff(data, **kw, initial_state=state, start_round=2, history=history)
+    assert np.array_equal(full.coef, resumed.coef) and resumed.n_iter == full.n_iter
+    assert len(resumed.history) == len(full.history)
+
+
+def test_run_rounds_directly(synth):
+    data = ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=200)
+    phi_x, _, Pt = _features(synth)
+    from rffor.solvers.dsgd import SGDConfig
+
+    plan = RoundPlan(data, data.partition(3), [4, 4], SGDConfig(Square(), LAM, 50), phi_x, Pt, 7)
+    s0 = SGDState.zeros(100, Pt.shape[1])
+    state, hist = run_rounds(
+        s0, lambda st, r: serial_map_partitions(plan, st, r), plan.n_rounds, lam=LAM, batch_size=50
+    )
+    assert state.t == 8 and [h["round"] for h in hist] == [0, 1] and s0.t == 0
+    assert plan.seed(1, 2) == (7, 1, 2)
+    # small to ship: no frequencies inside (a Dataset is a path; in-memory ArrayData carries its arrays)
+    assert len(pickle.dumps(dataclasses.replace(plan, data=None))) < 20_000
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# fit_rff: out of core, determinism, errors
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loss", [Square(), Huber(0.1, 1)], ids=repr)
+def test_out_of_core_equals_in_memory(synth, store, loss):
+    """Same seed and chunking: the Zarr fit and the in-memory fit give the same model bit for bit."""
+    kw = dict(KW, loss=loss, batch_size=32, n_epochs=2, n_partitions=2, n_theta_samples=10)
+    a = fit_rff(store, **kw)
+    b = fit_rff(ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=160), **kw)
+    assert a.method == b.method
+    assert np.array_equal(a.coef, b.coef)
+
+
+def test_determinism_and_seeds(synth):
+    data = (synth.X_train, synth.Y_train, synth.theta)
+    kw = dict(KW, loss=Huber(0.1, 1), batch_size=32, n_epochs=2, n_theta_samples=10)
+    a, b = fit_rff(data, **kw), fit_rff(data, **kw)
+    assert np.array_equal(a.coef, b.coef)
+    c = fit_rff(data, **(kw | {"random_state": 1}))
+    assert not np.array_equal(a.coef, c.coef)
+    g = fit_rff(data, **(kw | {"random_state": np.random.default_rng(0)}))
+    assert isinstance(g.random_state, int)
+    n = fit_rff(data, **(kw | {"random_state": None}))
+    assert isinstance(n.random_state, int)
+    again = fit_rff(data, **(kw | {"random_state": n.random_state}))
+    assert np.array_equal(n.coef, again.coef)
+
+
+def test_predict_off_grid_and_dtype(synth):
+    res = fit_rff((synth.X_train, synth.Y_train, synth.theta), **KW)
+    on = res.predict(synth.X_test)
+    assert on.shape == (100, 30) and on.dtype == np.float32
+    mid = res.predict(synth.X_test, theta=(synth.theta[:-1] + synth.theta[1:]) / 2)
+    np.testing.assert_allclose(mid, (on[:, :-1] + on[:, 1:]) / 2, atol=0.05)  # smooth curves
+    r64 = fit_rff((synth.X_train, synth.Y_train, synth.theta), **KW, dtype="float64")
+    assert r64.coef.dtype == np.float64
+    np.testing.assert_allclose(r64.predict(synth.X_test), on, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"lam": 0.0}, ValueError, "lam"),
+        ({"output_features": "nope"}, ValueError, "output_features"),
+        ({"init": "random"}, ValueError, "init"),
+        ({"rff_method": "lbfgs"}, ValueError, "rff_method"),
+        ({"rff_method": "closed_form", "loss": Huber(0.1, 2)}, ValueError, "square"),
+        ({"n_epochs": 0}, ValueError, "n_epochs"),
+        ({"max_steps": 0}, ValueError, "max_steps"),
+        ({"n_partitions": 0}, ValueError, "n_partitions"),
+        ({"step_size": -1.0}, ValueError, "step_size"),
+        ({"average_start": -2}, ValueError, "average_start"),
+        ({"dtype": "float16"}, ValueError, "dtype"),
+        ({"n_features_x": 101}, ValueError, "even"),
+        ({"loss": "huber"}, TypeError, "loss"),
+        ({"random_state": -3}, ValueError, "random_state"),
+    ],
+)
+def test_fit_rff_errors(synth, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        fit_rff((synth.X_train, synth.Y_train, synth.theta), **(KW | kwargs))
+
+
+def test_fit_rff_bad_data():
+    with pytest.raises(TypeError, match="Dataset"):
+        fit_rff(np.ones((3, 3)), **KW)
+
+
+def test_laplacian_and_max_steps(synth):
+    res = fit_rff(
+        (synth.X_train, synth.Y_train, synth.theta),
+        **(KW | {"kernel_x": Laplacian(0.1)}),
+        loss=Huber(0.1, 1),
+        max_steps=7,
+        batch_size=16,
+    )
+    assert res.n_iter == 7 and res.history[-1]["t"] == 7
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# estimator
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_estimator_rff_in_memory_and_dataset(synth, store):
+    est_kw = dict(
+        kernel_x=KX,
+        kernel_theta=KT,
+        lam=LAM,
+        solver="rff",
+        n_features_x=100,
+        random_state=0,
+        loss=Huber(0.1, 2),
+        n_epochs=3,
+        batch_size=32,
+        n_partitions=1,
+    )  # in process (no Dask)
+    a = FunctionalRegressor(**est_kw).fit(synth.X_train, synth.Y_train, theta=synth.theta)
+    assert a.coef_.shape == (100, a.output_features_.n_features) and a.n_iter_ > 0
+    assert a.objective_history_.shape == (3,)
+    assert a.predict(synth.X_test).shape == (100, 30)
+    assert a.predict(synth.X_test, theta=[0.25, 0.5]).shape == (100, 2)
+    assert a.score(synth.X_test, synth.Y_test) > 0.3
+    b = FunctionalRegressor(**est_kw).fit(store)
+    assert b.solver_ == "rff" and b.coef_.shape == a.coef_.shape and b.score(synth.X_test, synth.Y_test) > 0.3
+    # the same chunking (one in-memory chunk of 600 rows vs the store's 160) is needed for bit-identity
+    c = FunctionalRegressor(**est_kw).fit(
+        rffor.data.write(str(store.url) + "-one", synth.X_train, synth.Y_train, synth.theta, chunks=600)
+    )
+    assert np.array_equal(a.coef_, c.coef_)
+
+
+def test_estimator_rff_square_matches_exact(synth):
+    kw = dict(kernel_x=KX, kernel_theta=KT, lam=LAM, random_state=0)
+    rff = FunctionalRegressor(solver="rff", n_features_x=1000, **kw).fit(synth.X_train, synth.Y_train, synth.theta)
+    exact = FunctionalRegressor(solver="admm", **kw).fit(synth.X_train, synth.Y_train, synth.theta)
+    p_rff, p_exact = rff.predict(synth.X_test), exact.predict(synth.X_test)
+    assert rff.rff_method_ == "closed_form" and rff.n_iter_ == 0
+    assert np.sqrt(np.mean((p_rff - p_exact) ** 2) / np.mean(p_exact**2)) < 0.07  # see the test above
+
+
+def test_estimator_rff_1d_output_and_clone(synth):
+    from sklearn.base import clone
+
+    est = FunctionalRegressor(solver="rff", n_features_x=50, random_state=0, kernel_x=KX)
+    est.fit(synth.X_train, synth.Y_train[:, 3])
+    assert est.predict(synth.X_test).shape == (100,)
+    assert not hasattr(clone(est), "coef_")
+    assert math.isfinite(est.score(synth.X_test, synth.Y_test[:, 3]))
+
+
+def test_feature_sums_missing_count(synth):
+    phi_x, _, Pt = _features(synth)
+    Y = synth.Y_train.copy()
+    Y[0, 3] = np.nan
+    Y[5, :4] = np.nan
+    s = feature_sums(ArrayData(synth.X_train, Y, synth.theta), phi_x, Pt)
+    assert s.n_missing == 5 and isinstance(s, FeatureSums)
