@@ -77,21 +77,28 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
     local_steps : int or None, default None
         rff: steps per round between parameter averages (None: one epoch of a partition).
     n_partitions : int or None, default None
-        rff: number P of data partitions averaged each round (None: 1 locally, the number of workers on Dask).
+        rff: number P of data partitions averaged each round (None: the number of worker threads on Dask, 1 in
+        process). Where the fit runs (:func:`rffor.distributed.use_dask`): on Dask when ``client`` or
+        ``scheduler_address`` is given, or for a Dataset of several chunks (unless ``n_partitions=1``), or when
+        ``n_partitions > 1`` (then an embedded LocalCluster with one worker process per CPU, closed after the fit:
+        scripts need an ``if __name__ == "__main__":`` guard); in process otherwise. P, not the number of workers,
+        defines the model: pass it for results that do not depend on the machine.
     init : {"closed_form", "zeros"}, default "closed_form"
         rff, non-square losses: start DSGD from the square-loss closed form or from zero.
     dtype : {"float32", "float64"}, default "float32"
         rff: floating type of the features and of B.
     client : distributed.Client or None, default None
-        rff: run training on this Dask cluster.
+        rff: run training on this Dask cluster (left open). See :mod:`rffor.distributed`.
     scheduler_address : str or None, default None
-        rff: connect to this Dask scheduler (``tcp://host:port`` or ``tls://…``).
+        rff: connect to this Dask scheduler (``tcp://host:port`` or ``tls://…``) for the fit; an unreachable
+        scheduler raises :class:`rffor.distributed.SchedulerUnreachableError` after ``rffor.connect-timeout`` (30 s).
     security : distributed.Security or None, default None
-        TLS settings passed to the Dask client.
+        TLS settings passed to the Dask client (``cluster/tls/README.md``).
     checkpoint : str or None, default None
-        rff: path of a checkpoint written atomically after every round.
+        rff: path of a checkpoint written atomically after every round of DSGD (``.npz``, no pickle; a
+        closed-form-only fit writes none). A failed fit leaves the last good one.
     resume : bool, default False
-        rff: continue from ``checkpoint`` if it exists.
+        rff: continue from ``checkpoint`` if it exists; the result equals the uninterrupted fit bit for bit.
     random_state : int, numpy Generator or None, default None
         Seed of the random features and of DSGD; a fixed value gives identical models.
     verbose : int, default 0
@@ -108,7 +115,8 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
     duality_gap_ : float
         Exact solvers: relative duality gap of the returned solution.
     objective_history_ : ndarray
-        Primal objective per iteration (exact) or per round (rff).
+        Primal objective at each duality-gap evaluation (exact: the start, then every iteration for ADMM and
+        every 10 iterations and the last one for APGD) or per round (rff).
     theta_ : ndarray of shape (m,)
         Training grid.
     n_features_in_ : int
@@ -263,7 +271,9 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         """
         if _is_dataset(X):
             if Y is not None or theta is not None:
-                raise ValueError("fit(dataset) takes the outputs and the grid from the dataset: pass Y=None, theta=None")
+                raise ValueError(
+                    "fit(dataset) takes the outputs and the grid from the dataset: pass Y=None, theta=None"
+                )
             self._resolve_solver(X.n, True)
             self.solver_ = "rff"
             theta = np.asarray(X.theta, dtype=np.float64)
@@ -274,10 +284,14 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             self.loss_ = self._loss()
             return self._fit_rff(X, theta)
         if Y is None:
-            raise ValueError("Y is required: fit(X, Y, theta=None) with Y of shape (n_samples, n_locations)")
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None: "
+                "fit(X, Y, theta=None) with Y of shape (n_samples, n_locations)"
+            )
         X = check_X(X)
-        self._y_1d = np.ndim(Y) == 1
+        Y_in = Y
         Y = check_Y(Y, n_samples=X.shape[0])
+        self._y_1d = np.ndim(np.asarray(Y_in)) == 1
         theta = check_theta(theta, Y.shape[1])
         self.theta_ = theta
         self.n_features_in_ = X.shape[1]
@@ -293,25 +307,29 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         if self.representation == "eigen" and self.solver_ != "apgd" and self.solver_ != "admm":
             raise ValueError("representation='eigen' is for the exact solvers")
         loss = self.loss_
-        K_x = self.kernel_x_.gram(X)
-        K_theta = self.kernel_theta_.gram(theta)
-        Y_full = fill_missing(Y, theta)
+        # every check before any work (DESIGN.md, "Errors users should get")
+        r = m if self.n_eig is None else self.n_eig
         if self.representation == "eigen":
-            r = m if self.n_eig is None else self.n_eig
             if r > m:
                 raise ValueError(f"n_eig={r} exceeds the number of grid locations m={m}")
             if not loss.supports_eigen:
                 raise ValueError(
                     f"representation='eigen' supports Square, Huber(p=2) and EpsilonInsensitive(p=2), not {loss!r}"
                 )
+        K_x = self.kernel_x_.gram(X)
+        K_theta = self.kernel_theta_.gram(theta)
+        Y_full = fill_missing(Y, theta)
+        if self.representation == "eigen":
             problem = DualProblem.eigenbasis(K_x, K_theta, Y_full, self.lam, loss, r)
         else:
             problem = DualProblem.splines(K_x, K_theta, Y_full, self.lam, loss)
         callback = None
         if self.verbose:
+
             def callback(it, A, gap):
                 if it % max(1, int(self.verbose) * 10) == 0:
                     print(f"[rffor {self.solver_}] iteration {it}: relative gap {gap:.3e}", flush=True)
+
         if self.solver_ == "admm":
             max_iter = 2000 if self.max_iter is None else self.max_iter
             result = solve_admm(problem, tol=self.tol, max_iter=max_iter, callback=callback)
@@ -334,7 +352,63 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         return self
 
     def _fit_rff(self, data, theta):
-        raise NotImplementedError("the random-feature solver is not wired yet")
+        """Random-feature fit (MATH.md §5) through :func:`rffor.solvers.rff.fit_rff`.
+
+        ``data`` is a Dataset (out of core) or the validated ``(X, Y, theta)`` of an in-memory fit.
+        """
+        from .distributed import use_dask
+        from .solvers.rff import ArrayData, fit_rff
+
+        if isinstance(data, tuple):
+            data = ArrayData(*data)
+        fit, where = fit_rff, {}
+        if self.checkpoint is not None or use_dask(
+            data, client=self.client, scheduler_address=self.scheduler_address, n_partitions=self.n_partitions
+        ):
+            # rffor.distributed: Dask (the given client / scheduler, else an embedded LocalCluster closed after the
+            # fit) or, with a checkpoint and nothing to distribute, in process; the same model as fit_rff with P
+            from .distributed import fit
+
+            where = dict(
+                client=self.client,
+                scheduler_address=self.scheduler_address,
+                security=self.security,
+                checkpoint=self.checkpoint,
+                resume=self.resume,
+            )
+        result = fit(
+            data,
+            loss=self.loss_,
+            kernel_x=self.kernel_x_,
+            kernel_theta=self.kernel_theta_,
+            lam=self.lam,
+            n_features_x=self.n_features_x,
+            output_features=self.output_features,
+            n_features_theta=self.n_features_theta,
+            output_rank_tol=self.output_rank_tol,
+            batch_size=self.batch_size,
+            n_epochs=self.n_epochs,
+            max_steps=self.max_steps,
+            n_theta_samples=self.n_theta_samples,
+            step_size=self.step_size,
+            local_steps=self.local_steps,
+            n_partitions=self.n_partitions,
+            init=self.init,
+            dtype=self.dtype,
+            random_state=self.random_state,
+            verbose=self.verbose,
+            **where,
+        )
+        self.coef_ = result.coef
+        self.input_features_ = result.input_features
+        self.output_features_ = result.output_features
+        self.random_state_ = result.random_state
+        self.n_iter_ = result.n_iter
+        self.objective_history_ = result.objective_history
+        self.rff_history_ = result.history
+        self.rff_method_ = result.method
+        self._Phi_theta_grid = result.output_features.transform(theta)
+        return self
 
     # ------------------------------------------------------------------ predict
     def predict(self, X, theta=None):
@@ -351,7 +425,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         Y_hat : ndarray of shape (n_new, m_new) (or (n_new,) when fitted on 1-D Y)
         """
         check_is_fitted(self, "solver_")
-        X = check_X(X, n_features=self.n_features_in_)
+        X = check_X(X, n_features=self.n_features_in_, owner=type(self).__name__)
         theta_new = None if theta is None else self._check_theta_new(theta)
         if self.solver_ == "rff":
             Y_hat = self._predict_rff(X, theta_new)
@@ -366,7 +440,10 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         return Y_hat
 
     def _predict_rff(self, X, theta_new):
-        raise NotImplementedError("the random-feature solver is not wired yet")
+        from .solvers.rff import predict
+
+        Phi_theta = self._Phi_theta_grid if theta_new is None else self.output_features_.transform(theta_new)
+        return predict(self.coef_, self.input_features_, Phi_theta, X)
 
     @staticmethod
     def _check_theta_new(theta) -> np.ndarray:
@@ -401,9 +478,30 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         mean = np.divide((w * Y0).sum(axis=0), count, out=np.zeros(Y.shape[1]), where=count > 0)
         ss_res = (w * (Y0 - Y_hat) ** 2).sum(axis=0)
         ss_tot = (w * (Y0 - mean) ** 2).sum(axis=0)
-        r2 = np.where(ss_tot > 0, 1 - np.divide(ss_res, ss_tot, out=np.zeros_like(ss_res), where=ss_tot > 0),
-                      np.where(ss_res > 0, 0.0, 1.0))
+        r2 = np.where(
+            ss_tot > 0,
+            1 - np.divide(ss_res, ss_tot, out=np.zeros_like(ss_res), where=ss_tot > 0),
+            np.where(ss_res > 0, 0.0, 1.0),
+        )
         return float(np.mean(r2[count > 0]))
+
+    def save(self, path, **kwargs):
+        """Save the fitted model without pickle; :func:`rffor.load` reads it back (format: :mod:`rffor.io`).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            Destination, e.g. ``"model.rffor"`` (a zip file; ``format="directory"`` writes a directory).
+        **kwargs
+            Passed to :func:`rffor.io.save`.
+
+        Returns
+        -------
+        path : str
+        """
+        from .io import save
+
+        return save(self, path, **kwargs)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
