@@ -1,0 +1,330 @@
+"""Shared helpers of the benchmark scripts: thread limits, timing, cross-validation, tables, README sections.
+
+Every script in ``benchmarks/`` imports this module (it sits next to them, so ``python benchmarks/x.py`` finds it).
+Nothing here is part of the ``rffor`` package.
+
+- :func:`limit_blas_threads` pins BLAS/OpenMP to a fixed number of threads. On a shared machine an unpinned BLAS
+  spawns one thread per core in every process and the timings of small problems become 10-100x slower and noisy;
+  the scripts run single-threaded unless told otherwise (``--threads``).
+- :func:`cv_select` is K-fold cross-validation over a list of parameter dictionaries with the *median* of the fold
+  scores (MATH.md §7: model selection on corrupted data uses the median, not the mean).
+- :func:`write_section` replaces the block between ``<!-- evidence:KEY -->`` and ``<!-- /evidence:KEY -->`` in
+  ``benchmarks/README.md`` (appending it under "## Evidence" the first time), so reruns replace their own tables
+  and leave the rest of the file alone.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import shlex
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+from sklearn.model_selection import KFold
+
+BENCH_DIR = Path(__file__).resolve().parent
+README = BENCH_DIR / "README.md"
+FIGURES = BENCH_DIR / "figures"
+RESULTS = BENCH_DIR / "results"
+
+__all__ = [
+    "BENCH_DIR",
+    "FIGURES",
+    "README",
+    "RESULTS",
+    "add_common_args",
+    "figure_path",
+    "curve_median_mse",
+    "cv_select",
+    "grid_product",
+    "fmt",
+    "limit_blas_threads",
+    "machine_info",
+    "markdown_table",
+    "mean_std",
+    "nmse",
+    "provenance",
+    "save_json",
+    "timed",
+    "write_section",
+]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# environment
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def limit_blas_threads(n_threads: int):
+    """Limit BLAS and OpenMP thread pools of this process to ``n_threads`` (returns the threadpoolctl handle)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=int(n_threads))
+
+
+def add_common_args(parser, *, quick_help: str = "a small run for a smoke test (minutes)") -> None:
+    """Arguments every benchmark script takes: --quick, --seed, --threads, --no-readme, --out."""
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--seed", type=int, default=0, help="base seed of every random draw (default 0)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="BLAS threads (default 1: stable timings on a shared machine)"
+    )
+    parser.add_argument("--no-readme", action="store_true", help="do not write the tables into benchmarks/README.md")
+    parser.add_argument("--readme", type=Path, default=README, help="README to update (default benchmarks/README.md)")
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:  # pragma: no cover - non-Linux
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info(n_threads: int | None = None) -> dict:
+    """CPU, cores, memory, load, library versions and the date: what a reader needs to weigh a timing."""
+    import scipy
+    import sklearn
+
+    import rffor
+
+    try:
+        load = os.getloadavg()
+    except OSError:  # pragma: no cover
+        load = (float("nan"),) * 3
+    try:
+        mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):  # pragma: no cover
+        mem_gib = float("nan")
+    return {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gib": round(mem_gib, 1),
+        "load_avg_1_5_15": [round(x, 2) for x in load],
+        "blas_threads": n_threads,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "scikit-learn": sklearn.__version__,
+        "rffor": rffor.__version__,
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def provenance(info: dict, argv: Sequence[str] | None = None, *, load_end: Sequence[float] | None = None) -> str:
+    """Markdown lines with the command, the machine and the date of a run."""
+    argv = sys.argv if argv is None else argv
+    script = Path(argv[0])
+    try:
+        script = script.resolve().relative_to(BENCH_DIR.parent)
+    except ValueError:
+        pass
+    cmd = " ".join(["python", str(script), *map(shlex.quote, argv[1:])])
+    load = "/".join(f"{x:g}" for x in info["load_avg_1_5_15"])
+    if load_end is not None:
+        load += " at the start, " + "/".join(f"{x:g}" for x in load_end) + " at the end"
+    return (
+        f"Command: `{cmd}`  \n"
+        f"Machine: {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB, shared with other jobs "
+        f"(load average 1/5/15 min: {load}); BLAS threads: {info['blas_threads']}; "
+        f"Python {info['python']}, NumPy {info['numpy']}, SciPy {info['scipy']}, scikit-learn "
+        f"{info['scikit-learn']}, rffor {info['rffor']}.  \n"
+        f"Date: {info['date']}."
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# timing and cross-validation
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def timed(fn: Callable, *args, **kwargs):
+    """Run ``fn(*args, **kwargs)``; return ``(result, wall seconds)``."""
+    t0 = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t0
+
+
+def nmse(Y_true: np.ndarray, Y_pred: np.ndarray) -> float:
+    """NMSE of MATH.md §7: (1/(n m)) Σ (y_ij − ŷ_ij)² over observed entries (NaN in Y_true skipped)."""
+    R = np.where(np.isnan(Y_true), 0.0, np.asarray(Y_true, float) - np.asarray(Y_pred, float))
+    return float(np.sum(R**2) / Y_true.size)
+
+
+FitPredict = Callable[[dict, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+def curve_median_mse(Y_true: np.ndarray, Y_pred: np.ndarray) -> float:
+    """Median over curves of the per-curve mean squared error: a validation score that ignores a minority of
+    corrupted validation curves (used as an alternative selection rule; the main rule is :func:`nmse`)."""
+    R = np.where(np.isnan(Y_true), 0.0, np.asarray(Y_true, float) - np.asarray(Y_pred, float))
+    return float(np.median(np.mean(R**2, axis=1)))
+
+
+def cv_select(
+    fit_predict: FitPredict,
+    grid: Sequence[dict],
+    X: np.ndarray,
+    Y: np.ndarray,
+    *,
+    n_splits: int = 5,
+    random_state: int = 0,
+    aggregate: Callable[[np.ndarray], float] = np.median,
+    score: Callable[[np.ndarray, np.ndarray], float] | dict[str, Callable] = nmse,
+) -> tuple[dict, np.ndarray]:
+    """K-fold cross-validation: the parameters with the lowest ``aggregate`` (default median) of fold scores.
+
+    Parameters
+    ----------
+    fit_predict : callable(params, X_train, Y_train, X_valid) -> Y_valid_hat
+    grid : sequence of dict
+        Candidate parameters.
+    X, Y : arrays of shape (n, d), (n, m)
+        Training data (corrupted if the experiment corrupts it: the validation folds are corrupted too).
+    n_splits, random_state : int
+        Shuffled KFold; the same folds for every candidate.
+    aggregate : callable
+        Reduces the fold scores of one candidate to one number (median: robust to a fold full of outliers).
+    score : callable(Y_true, Y_pred) -> float, or dict of them
+        Lower is better (default NMSE). With a dict, every score is computed from the same fits and the
+        selection is made for each.
+
+    Returns
+    -------
+    best : dict
+        The selected parameters (first one on ties, in grid order); with a dict of scores, a dict
+        ``{score name: parameters}``.
+    scores : ndarray of shape (len(grid), n_splits), or a dict of them
+        Every fold score; a fit that raises LinAlgError / ValueError or predicts non-finite values scores +inf.
+    """
+    scorers = score if isinstance(score, dict) else {"_": score}
+    folds = list(KFold(n_splits=n_splits, shuffle=True, random_state=random_state).split(X))
+    table = {k: np.full((len(grid), n_splits), np.inf) for k in scorers}
+    for g, params in enumerate(grid):
+        for f, (tr, va) in enumerate(folds):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    Y_hat = fit_predict(params, X[tr], Y[tr], X[va])
+                except (np.linalg.LinAlgError, ValueError, FloatingPointError):
+                    continue  # a candidate that fails to fit (e.g. a singular factorisation) scores +inf
+            if np.all(np.isfinite(Y_hat)):
+                for k, fn in scorers.items():
+                    table[k][g, f] = fn(Y[va], Y_hat)
+    best = {}
+    for k, sc in table.items():
+        agg = np.array([aggregate(s) for s in sc])
+        best[k] = dict(grid[int(np.argmin(agg))])
+    if isinstance(score, dict):
+        return best, table
+    return best["_"], table["_"]
+
+
+def grid_product(**axes: Iterable) -> list[dict]:
+    """All combinations of named axes, as a list of dicts (the last axis varies fastest)."""
+    out: list[dict] = [{}]
+    for name, values in axes.items():
+        out = [{**d, name: v} for d in out for v in values]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# tables
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def fmt(x: float, digits: int = 3) -> str:
+    """Compact number: 3 significant digits, scientific below 1e-3."""
+    if x is None or not np.isfinite(x):
+        return "—"
+    if x == 0:
+        return "0"
+    if abs(x) < 1e-3 or abs(x) >= 1e5:
+        return f"{x:.{digits - 1}e}"
+    return f"{x:.{digits}g}"
+
+
+def mean_std(values: Sequence[float], digits: int = 3) -> str:
+    """``mean ± std`` (population std over draws) of finite values."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return "—"
+    return f"{fmt(v.mean(), digits)} ± {fmt(v.std(), digits - 1 if digits > 1 else 1)}"
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence]) -> str:
+    """A GitHub-flavoured Markdown table."""
+    lines = ["| " + " | ".join(map(str, headers)) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(map(str, r)) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_section(key: str, body: str, readme: Path = README, *, first: bool = False) -> None:
+    """Replace (or append) the block ``<!-- evidence:KEY --> … <!-- /evidence:KEY -->`` in ``readme``.
+
+    The first block written creates a "## Evidence" heading at the end of the file (and the file itself if
+    absent). Only the text between this key's markers ever changes. A new block goes after the last evidence
+    block, or with ``first=True`` before the first one.
+    """
+    start, end = f"<!-- evidence:{key} -->", f"<!-- /evidence:{key} -->"
+    block = f"{start}\n{body.strip()}\n{end}"
+    readme = Path(readme)
+    text = readme.read_text() if readme.exists() else "# rffor benchmarks\n"
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: block, text)
+    elif first and "<!-- evidence:" in text:
+        i = text.index("<!-- evidence:")
+        text = text[:i] + block + "\n\n" + text[i:]
+    else:
+        if "<!-- evidence:" not in text and "## Evidence" not in text:
+            text = text.rstrip() + "\n\n## Evidence\n\n" + _EVIDENCE_INTRO
+        text = text.rstrip() + "\n\n" + block + "\n"
+    readme.write_text(text)
+
+
+_EVIDENCE_INTRO = (
+    "Measured results of the scripts in this folder (issue 6): each block below is written by its script and "
+    "replaced when the script runs again. Timings come from a shared 2-core machine: compare times within one "
+    "table (same run, same load), not across tables.\n"
+)
+
+
+def figure_path(name: str, quick: bool) -> Path:
+    """Where a script writes its figure: ``benchmarks/figures/NAME.png``, or a temporary file for a --quick run
+    (a smoke test never replaces the published figure)."""
+    if quick:
+        import tempfile
+
+        return Path(tempfile.gettempdir()) / f"rffor_{name}_quick.png"
+    return FIGURES / f"{name}.png"
+
+
+def save_json(name: str, payload: dict) -> Path:
+    """Write the raw results of a run to ``benchmarks/results/NAME.json`` (for replotting without rerunning)."""
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=1, default=_json_default))
+    return path
+
+
+def _json_default(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return repr(o)
