@@ -34,6 +34,8 @@ import numpy as np
 import zarr
 import zarr.errors
 
+from ._atomic import replace_directory
+
 __all__ = ["Dataset", "FORMAT_VERSION", "open", "open_dataset", "write"]
 
 FORMAT_VERSION = 1
@@ -995,18 +997,8 @@ def write(
             dtype,
             sentinel=os.path.join(tmp, "zarr.json"),
         )
-        if os.path.lexists(url):  # overwrite: swap, then remove the old store
-            trash = os.path.join(parent, f".{base}.old-{token}")
-            os.rename(url, trash)
-            try:
-                os.rename(tmp, url)
-            except BaseException:
-                os.rename(trash, url)
-                raise
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            os.rename(tmp, url)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    replace_directory(tmp, url)
     return open(url)

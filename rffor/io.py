@@ -74,6 +74,8 @@ from typing import Any
 
 import numpy as np
 
+from ._atomic import replace_directory
+
 __all__ = ["save", "load", "read_metadata", "is_model", "FORMAT_NAME", "FORMAT_VERSION"]
 
 FORMAT_NAME = "rffor-model"
@@ -383,20 +385,10 @@ def save(estimator, path: str | os.PathLike, *, format: str | None = None) -> st
         for member, data in payload.items():
             _write_file(os.path.join(tmp, member), data)
         _write_file(os.path.join(tmp, METADATA), meta_bytes)  # last: a directory without it is no model
-        if os.path.lexists(path):
-            trash = os.path.join(parent, f".{base}.old-{token}")
-            os.rename(path, trash)
-            try:
-                os.rename(tmp, path)
-            except BaseException:
-                os.rename(trash, path)
-                raise
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            os.rename(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    replace_directory(tmp, path)
     return path
 
 
