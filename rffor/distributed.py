@@ -171,6 +171,7 @@ def configure_dask() -> dict:
     """
     global _CONFIGURED
     import dask.config
+    import distributed  # noqa: F401 - its defaults first: loaded later, they would replace rffor's
     import yaml
 
     with open(dask_config_path(), encoding="utf-8") as f:

@@ -106,10 +106,19 @@ def test_shipped_dask_config_is_a_default():
 
 @pytest.mark.timeout(120)
 def test_embedded_cluster_sets_worker_environment_and_closes():
+    import dask
+
+    def worker_settings():
+        return (
+            os.environ.get("MALLOC_MMAP_THRESHOLD_"),
+            os.environ.get("OPENBLAS_NUM_THREADS"),  # Dask's own default survives rffor's
+            dask.config.get("distributed.admin.tick.interval"),  # rffor's survives Dask's (loaded before it)
+        )
+
     with rd.connect(n_workers=1) as conn:
-        env = conn.client.run(lambda: os.environ.get("MALLOC_MMAP_THRESHOLD_"))
+        env = conn.client.run(worker_settings)
         cluster = conn.cluster
-    assert list(env.values()) == ["16777216"]
+    assert list(env.values()) == [("16777216", "1", "1s")]
     assert cluster.status.name == "closed"
 
 
