@@ -111,6 +111,7 @@ def test_embedded_cluster_sets_worker_environment_and_closes():
     def worker_settings():
         return (
             os.environ.get("MALLOC_MMAP_THRESHOLD_"),
+            os.environ.get("MALLOC_TRIM_THRESHOLD_"),  # rffor's value replaces Dask's 65536
             os.environ.get("OPENBLAS_NUM_THREADS"),  # Dask's own default survives rffor's
             dask.config.get("distributed.admin.tick.interval"),  # rffor's survives Dask's (loaded before it)
         )
@@ -118,7 +119,7 @@ def test_embedded_cluster_sets_worker_environment_and_closes():
     with rd.connect(n_workers=1) as conn:
         env = conn.client.run(worker_settings)
         cluster = conn.cluster
-    assert list(env.values()) == [("16777216", "1", "1s")]
+    assert list(env.values()) == [("16777216", "67108864", "1", "1s")]
     assert cluster.status.name == "closed"
 
 
