@@ -10,7 +10,8 @@ The generator and the three outlier types follow Lambert, Bouche, Szabó & d'Alc
   ``L z`` with ``L`` the Cholesky factor of the covariance matrix (plus a tiny jitter) and ``z ~ N(0, I)``.
 - All randomness comes from the ``random_state`` argument; there is no global state.
 
-Public functions: :func:`make_synthetic`, :func:`add_outliers`, :func:`mse`, :func:`nmse`.
+Public functions: :func:`make_synthetic`, :func:`add_outliers`, :func:`mse`, :func:`nmse`, and the real-data loader
+:func:`load_gait` (defined in :mod:`rffor.realdata`, which needs the optional ``realdata`` extra when called).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.utils import Bunch
 
-__all__ = ["make_synthetic", "add_outliers", "mse", "nmse"]
+from .realdata import load_gait
+
+__all__ = ["make_synthetic", "add_outliers", "load_gait", "mse", "nmse"]
 
 #: Length scales of the r = 4 components of the synthetic data (paper 000, B.2.1).
 SYNTHETIC_LENGTH_SCALES: tuple[float, ...] = (0.05, 0.1, 0.5, 0.7)

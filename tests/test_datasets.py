@@ -290,3 +290,11 @@ def test_metrics_bad_shapes():
         mse(np.zeros((3, 2)), np.zeros((2, 3)))
     with pytest.raises(ValueError, match="Y_true"):
         nmse(np.zeros((2, 2, 2)), np.zeros((2, 2, 2)))
+
+
+def test_real_data_loader_is_reachable_from_datasets():
+    import rffor.realdata
+    from rffor import datasets
+
+    assert datasets.load_gait is rffor.realdata.load_gait
+    assert "load_gait" in datasets.__all__
