@@ -46,9 +46,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="Zarr store every node can read (path or URL)")
     parser.add_argument("--jobs", type=int, default=2, help="SLURM worker jobs (default 2)")
-    parser.add_argument("--partitions", type=int, default=None,
-                        help="P (default: all worker threads of --jobs jobs; fixed so the model does not depend "
-                             "on how many jobs have started)")
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=None,
+        help="P (default: all worker threads of --jobs jobs; fixed so the model does not depend "
+        "on how many jobs have started)",
+    )
     parser.add_argument("--epochs", type=float, default=10.0)
     parser.add_argument("--n-features-x", type=int, default=2000)
     parser.add_argument("--checkpoint", default=None, help="checkpoint on shared storage (resumed if present)")
