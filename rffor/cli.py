@@ -355,6 +355,8 @@ def _estimator_from_args(args, loss, solver: str):
             params["n_epochs"] = args.epochs
         if args.batch_size is not None:
             params["batch_size"] = args.batch_size
+        if args.precondition is not None:
+            params["precondition_rank"] = args.precondition
         if args.scheduler:
             params["scheduler_address"] = args.scheduler
         if args.checkpoint:
@@ -373,6 +375,7 @@ def _resolve_cli_solver(args, n: int) -> str:
         "--resume": args.resume,
         "--epochs": args.epochs,
         "--batch-size": args.batch_size,
+        "--precondition": args.precondition,
         "--features-x": args.features_x_given,
         "--features-theta": args.features_theta_given,
         "--dtype": args.dtype_given,
@@ -953,6 +956,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--epochs", type=_float_in(0, low_open=True), default=None, help="rff: passes over the data (default 10)"
     )
     p.add_argument("--batch-size", type=_int_at_least(1), default=None, help="rff: curves per step (default 256)")
+    p.add_argument(
+        "--precondition",
+        type=_int_at_least(1),
+        default=None,
+        metavar="RANK",
+        help="rff: precondition DSGD by (C_X + λI)^-1 on RANK eigenvectors (robust losses at small --lam)",
+    )
     p.add_argument(
         "--dtype", choices=["float32", "float64"], default=None, help="rff: float type of B (default float32)"
     )

@@ -85,6 +85,11 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         defines the model: pass it for results that do not depend on the machine.
     init : {"closed_form", "zeros"}, default "closed_form"
         rff, non-square losses: start DSGD from the square-loss closed form or from zero.
+    precondition_rank : int, default 0
+        rff: k > 0 preconditions the DSGD steps by ``(C_X + λI)^{-1}`` on the top k eigenvectors of the input
+        feature covariance (:class:`rffor.solvers.dsgd.Preconditioner`). Use it with the robust losses at small
+        λ, where plain DSGD converges slowly (k ≈ 50–200 suffices; ``benchmarks/preconditioning.py``). 0: plain
+        DSGD.
     dtype : {"float32", "float64"}, default "float32"
         rff: floating type of the features and of B.
     client : distributed.Client or None, default None
@@ -154,6 +159,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         "local_steps": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "n_partitions": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "init": [StrOptions({"closed_form", "zeros"})],
+        "precondition_rank": [Interval(numbers.Integral, 0, None, closed="left")],
         "dtype": [StrOptions({"float32", "float64"})],
         "client": "no_validation",
         "scheduler_address": [str, None],
@@ -188,6 +194,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         local_steps=None,
         n_partitions=None,
         init="closed_form",
+        precondition_rank=0,
         dtype="float32",
         client=None,
         scheduler_address=None,
@@ -218,6 +225,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.local_steps = local_steps
         self.n_partitions = n_partitions
         self.init = init
+        self.precondition_rank = precondition_rank
         self.dtype = dtype
         self.client = client
         self.scheduler_address = scheduler_address
@@ -394,6 +402,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             local_steps=self.local_steps,
             n_partitions=self.n_partitions,
             init=self.init,
+            precondition_rank=self.precondition_rank,
             dtype=self.dtype,
             random_state=self.random_state,
             verbose=self.verbose,

@@ -151,6 +151,15 @@ def test_partitions_on_cluster_equal_serial_partition_loop(client, store, in_mem
 
 
 @pytest.mark.timeout(120)
+def test_preconditioned_partitions_on_cluster_equal_serial_loop(client, store):
+    kw = dict(KW, precondition_rank=16)
+    ref = rff.fit_rff(store, n_partitions=2, local_steps=7, **kw)
+    out = rd.fit(store, client=client, n_partitions=2, local_steps=7, **kw)
+    assert out.plan.config.precond is not None and out.plan.config.precond.rank == 16
+    assert_same(out, ref)
+
+
+@pytest.mark.timeout(120)
 def test_estimator_on_cluster_equals_serial(client, store):
     kw = {k: v for k, v in KW.items() if k != "init"}
     est = FunctionalRegressor(solver="rff", client=client, n_partitions=2, init="zeros", **kw).fit(store)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import scipy.optimize
 
-from rffor.datasets import make_synthetic
+from rffor.datasets import add_outliers, make_synthetic
 from rffor.features import ExactOutputFactor, RandomFourierFeatures
 from rffor.kernels import Gaussian
 from rffor.losses import EpsilonInsensitive, Huber, Square
@@ -348,3 +348,74 @@ def test_dsgd_with_missing_outputs_reaches_masked_optimum(problem):
     _, J_opt = lbfgs_optimum(phi_x.transform(d.X_train), Y, Pt, loss, LAM, res.coef)
     J = objective(data, res.coef, res.input_features, Pt, loss, LAM)
     assert (J - J_opt) / J_opt < 2e-4
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# preconditioned DSGD
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_preconditioner_is_the_inverse_on_its_top_directions():
+    from rffor.solvers.dsgd import Preconditioner
+
+    rng = np.random.default_rng(0)
+    Phi = rng.standard_normal((300, 40)) * np.logspace(0, -3, 40)  # ill-conditioned features
+    C = Phi.T @ Phi / 300
+    lam = 1e-5
+    D = rng.standard_normal((40, 7))
+    full = Preconditioner.from_gram(C, lam, 40, dtype="float64")
+    np.testing.assert_allclose(full.apply(D), np.linalg.solve(C + lam * np.eye(40), D), rtol=1e-6)
+    assert full.trace == pytest.approx(np.trace(np.linalg.solve(C + lam * np.eye(40), C)), rel=1e-6)
+    # rank k: exact on the top-k eigenvectors, eigenvalues below s_{k+1} clamped to it
+    k = 10
+    low = Preconditioner.from_gram(C, lam, k, dtype="float64")
+    s, V = np.linalg.eigh(C)
+    s, V = s[::-1], V[:, ::-1]
+    s_clamped = np.concatenate([s[:k], np.full(40 - k, s[k])])
+    P = (V / (s_clamped + lam)) @ V.T
+    np.testing.assert_allclose(low.apply(D), P @ D, rtol=1e-6)
+    out = D.copy()
+    assert low.apply(out, out=out) is out  # in place, as sgd_steps uses it
+    np.testing.assert_allclose(out, P @ D, rtol=1e-6)
+    with pytest.raises(ValueError, match="rank"):
+        Preconditioner.from_gram(C, lam, 0)
+
+
+def test_preconditioning_reaches_the_optimum_where_plain_dsgd_stalls():
+    """At small λ plain DSGD barely moves the directions of small eigenvalues of C_X; preconditioned DSGD gets
+    close to the optimum (approached from above by 3000 steps of preconditioned full-batch gradient descent) in the
+    same 500 steps. Measured: relative excess objective 0.72 plain, 0.05 preconditioned."""
+    from rffor.solvers.dsgd import Preconditioner
+
+    data = make_synthetic(80, 0, m=30, p_in=20, nonlinear=True, noise=0.05, random_state=0)
+    Y, _ = add_outliers(data.Y_train, 2, 0.2, random_state=1)
+    loss, lam = Huber(kappa=0.03, p=2), 1e-6
+    kw = dict(
+        loss=loss,
+        kernel_x=Gaussian(0.05),
+        kernel_theta=Gaussian(100.0),
+        lam=lam,
+        n_features_x=200,
+        batch_size=32,
+        n_epochs=200,
+        dtype="float64",
+        random_state=0,
+    )
+    arr = ArrayData(data.X_train, Y, data.theta)
+    plain = fit_rff(arr, **kw)
+    pre = fit_rff(arr, precondition_rank=60, **kw)
+    phi = plain.input_features
+    Phi_t = plain.output_features.transform(data.theta)
+    # reference optimum: preconditioned full-batch gradient descent from the plain result
+    Phi = phi.transform(data.X_train)
+    P = Preconditioner.from_gram(Phi.T @ Phi / len(Phi), lam, Phi.shape[1], dtype="float64")
+    B = plain.coef.astype(np.float64)
+    eta = 0.99 / max(np.linalg.norm(Phi_t.T @ Phi_t / len(data.theta), 2) + lam, 1.0)
+    for _ in range(3000):
+        G = loss.grad(Y - Phi @ B @ Phi_t.T)
+        B = B - eta * P.apply(-(Phi.T @ G @ Phi_t) / len(Phi) + lam * B)
+    J = {name: objective(arr, c, phi, Phi_t, loss, lam) for name, c in [("plain", plain.coef), ("pre", pre.coef)]}
+    J_star = objective(arr, B, phi, Phi_t, loss, lam)
+    gap = {name: (v - J_star) / J_star for name, v in J.items()}
+    assert gap["pre"] < 0.1, gap
+    assert gap["plain"] > 5 * gap["pre"], gap

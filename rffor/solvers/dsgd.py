@@ -42,6 +42,7 @@ from ..features import seed_sequence
 from ..losses import Loss
 
 __all__ = [
+    "Preconditioner",
     "SGDConfig",
     "SGDState",
     "sgd_steps",
@@ -55,6 +56,73 @@ __all__ = [
 #: spawn-key tag of the DSGD random streams: seed (s, r, p) is ``SeedSequence(s, spawn_key=(SGD_STREAM, r, p))``.
 #: Feature maps use the keys (0,) and (1,) of the same random state (see :func:`rffor.solvers.rff.fit_rff`).
 SGD_STREAM = 2
+
+
+@dataclass
+class Preconditioner:
+    """``P ≈ (C_X + λI)^{-1}``, a low-rank-plus-identity approximation used to precondition DSGD steps.
+
+    With ``C_X = Φ_Xᵀ Φ_X / n = V diag(s) Vᵀ`` (eigenvalues decreasing), keep the top k eigenpairs ``(U, s_k)``::
+
+        P = β I + U diag(1/(s_k + λ) − β) Uᵀ,    β = 1 / (s_{k+1} + λ)
+
+    i.e. the exact inverse on the top k directions and the eigenvalues below ``s_{k+1}`` clamped to it. Plain DSGD
+    contracts the error along an eigenvector of C_X by ``1 − η s_j`` per step, so at small λ the directions with
+    ``s_j ≪ 1`` barely move (MATH.md §5: the problem is λ-strongly convex only); with P every direction of the top
+    k contracts at the same rate. Preconditioned, the full-data curvature along an eigenvector of C_X is at most
+    ``(s ‖C_Θ‖ + λ)/(s + λ) <= max(‖C_Θ‖, 1)`` (the loss part is at most that of the square loss, ``C_X ⊗ C_Θ``);
+    :func:`rffor.solvers.rff.fit_rff` takes ``η₀ = min(auto step, 0.99) / max(1, trace / b)``. Applying P to a
+    (D_x, D_θ) matrix costs ``4 D_x k D_θ`` flops.
+
+    Attributes
+    ----------
+    U : ndarray of shape (D_x, k)
+        Top-k eigenvectors of C_X, in the fit's dtype.
+    w : ndarray of shape (k,)
+        ``1/(s_i + λ) − β`` (≤ 0), in the fit's dtype.
+    base : float
+        β.
+    trace : float
+        ``tr(P C_X)``, the mean of ``φ_Xᵀ P φ_X`` over the rows P was estimated on: the preconditioned curvature
+        of a one-row step. A minibatch of b rows has curvature up to about ``max(1, trace / b)`` times that of the
+        full data, hence the step size of :func:`rffor.solvers.rff.fit_rff` divided by that factor.
+    """
+
+    U: np.ndarray
+    w: np.ndarray
+    base: float
+    trace: float = 1.0
+
+    @classmethod
+    def from_gram(cls, C: np.ndarray, lam: float, rank: int, dtype="float32") -> Preconditioner:
+        """Build P from ``C = Φ_Xᵀ Φ_X / n`` of shape (D_x, D_x) (symmetric PSD), keeping ``rank`` eigenpairs."""
+        C = np.asarray(C, dtype=np.float64)
+        D = C.shape[0]
+        rank = _int_at_least(rank, "rank", 1)
+        k = min(rank, D)
+        s, V = np.linalg.eigh(C)
+        s, V = np.clip(s[::-1], 0.0, None), V[:, ::-1]
+        base = 1.0 / ((s[k] if k < D else 0.0) + lam)
+        return cls(
+            U=np.ascontiguousarray(V[:, :k], dtype=dtype),
+            w=np.asarray(1.0 / (s[:k] + lam) - base, dtype=dtype),
+            base=float(base),
+            trace=float(np.sum(s[:k] / (s[:k] + lam)) + base * np.sum(s[k:])),
+        )
+
+    @property
+    def rank(self) -> int:
+        return self.U.shape[1]
+
+    def apply(self, D: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``P D`` for D of shape (D_x, D_θ); ``out`` may be D itself."""
+        UtD = self.U.T @ D  # (k, D_θ)
+        UtD *= self.w[:, None]
+        if out is None:
+            out = np.empty_like(D)
+        np.multiply(D, D.dtype.type(self.base), out=out)
+        out += self.U @ UtD
+        return out
 
 
 @dataclass
@@ -86,6 +154,8 @@ class SGDConfig:
         Input features are computed for this many rows of a chunk at a time (rounded down to a multiple of
         ``batch_size``, at least one batch): the memory of a task is about ``1.5 × feature_block_rows × D_x``
         numbers whatever the chunk size. The minibatches do not depend on it (results agree to rounding).
+    precond : Preconditioner or None, default None
+        Multiply every step by ``P ≈ (C_X + λI)^{-1}`` (:class:`Preconditioner`); None: plain steps.
     """
 
     loss: Loss
@@ -98,6 +168,7 @@ class SGDConfig:
     average_start: int = 0
     dtype: Any = "float32"
     feature_block_rows: int = 4096
+    precond: Preconditioner | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.loss, Loss):
@@ -122,6 +193,8 @@ class SGDConfig:
         if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise ValueError(f"dtype must be float32 or float64, got {self.dtype!r}")
         self.dtype = dt.name
+        if self.precond is not None and not isinstance(self.precond, Preconditioner):
+            raise TypeError(f"precond must be a Preconditioner or None, got {self.precond!r}")
 
     @property
     def np_dtype(self) -> np.dtype:
@@ -243,6 +316,7 @@ def sgd_steps(
     Phi_theta = np.ascontiguousarray(Phi_theta, dtype=dtype)
     starts = range(0, c, b)
     update = np.empty_like(B)  # step buffers: no allocation (and page faults) per step
+    precond = config.precond
     diff = np.empty_like(B_avg)
     loss_sum = 0.0
     for k in range(n_steps):
@@ -257,8 +331,13 @@ def sgd_steps(
         eta = config.step_at(t)
         GP = G @ Phi_theta  # (bb, D_θ)
         GP *= dtype.type(eta / bb)
-        B *= dtype.type(1.0 - eta * lam)
-        B += np.matmul(Pb.T, GP, out=update)  # B ← (1 − ηλ) B + (η/b) Φ_bᵀ G Φ_Θ
+        if precond is None:
+            B *= dtype.type(1.0 - eta * lam)
+            B += np.matmul(Pb.T, GP, out=update)  # B ← (1 − ηλ) B + (η/b) Φ_bᵀ G Φ_Θ
+        else:
+            np.matmul(Pb.T, GP, out=update)
+            update -= dtype.type(eta * lam) * B
+            B += precond.apply(update, out=update)  # B ← B − η P ∇
         t += 1
         if t <= config.average_start:
             B_avg[...] = B
