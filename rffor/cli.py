@@ -375,7 +375,7 @@ def _resolve_cli_solver(args, n: int) -> str:
         "--resume": args.resume,
         "--epochs": args.epochs,
         "--batch-size": args.batch_size,
-        "--precondition": args.precondition,
+        "--precondition": args.precondition is not None,
         "--features-x": args.features_x_given,
         "--features-theta": args.features_theta_given,
         "--dtype": args.dtype_given,
@@ -958,10 +958,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=_int_at_least(1), default=None, help="rff: curves per step (default 256)")
     p.add_argument(
         "--precondition",
-        type=_int_at_least(1),
+        type=_int_at_least(0),
         default=None,
         metavar="RANK",
-        help="rff: precondition DSGD by (C_X + λI)^-1 on RANK eigenvectors (robust losses at small --lam)",
+        help="rff: precondition DSGD by (C_X + λI)^-1 on RANK eigenvectors (default 50; 0: plain steps)",
     )
     p.add_argument(
         "--dtype", choices=["float32", "float64"], default=None, help="rff: float type of B (default float32)"

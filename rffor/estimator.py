@@ -85,11 +85,11 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         defines the model: pass it for results that do not depend on the machine.
     init : {"closed_form", "zeros"}, default "closed_form"
         rff, non-square losses: start DSGD from the square-loss closed form or from zero.
-    precondition_rank : int, default 0
+    precondition_rank : int, default 50
         rff: k > 0 preconditions the DSGD steps by ``(C_X + λI)^{-1}`` on the top k eigenvectors of the input
-        feature covariance (:class:`rffor.solvers.dsgd.Preconditioner`). Use it with the robust losses at small
-        λ, where plain DSGD converges slowly (k ≈ 50–200 suffices; ``benchmarks/preconditioning.py``). 0: plain
-        DSGD.
+        feature covariance of the warm-start rows (:class:`rffor.solvers.dsgd.Preconditioner`). At small λ plain
+        DSGD converges slowly and the robust losses lose their robustness; k = 50 costs about 3% of the
+        throughput (``benchmarks/preconditioning.py``). 0: plain DSGD.
     dtype : {"float32", "float64"}, default "float32"
         rff: floating type of the features and of B.
     client : distributed.Client or None, default None
@@ -194,7 +194,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         local_steps=None,
         n_partitions=None,
         init="closed_form",
-        precondition_rank=0,
+        precondition_rank=50,
         dtype="float32",
         client=None,
         scheduler_address=None,

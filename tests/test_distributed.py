@@ -393,7 +393,8 @@ def test_hung_round_is_detected_and_reported(client, store):
     tic = time.perf_counter()
     try:
         with pytest.raises(rd.RoundTimeoutError, match=r"round 1 did not finish within 1\.5 s: partition 0"):
-            rd.fit(hanging, client=client, n_partitions=2, round_timeout=1.5, **KW)
+            # precondition_rank=0: the preconditioner's covariance pass reads the data on the driver, before rounds
+            rd.fit(hanging, client=client, n_partitions=2, round_timeout=1.5, **dict(KW, precondition_rank=0))
     finally:
         tc.RELEASE.set()
     assert time.perf_counter() - tic < 20

@@ -402,7 +402,7 @@ def test_preconditioning_reaches_the_optimum_where_plain_dsgd_stalls():
         random_state=0,
     )
     arr = ArrayData(data.X_train, Y, data.theta)
-    plain = fit_rff(arr, **kw)
+    plain = fit_rff(arr, precondition_rank=0, **kw)
     pre = fit_rff(arr, precondition_rank=60, **kw)
     phi = plain.input_features
     Phi_t = plain.output_features.transform(data.theta)

@@ -701,7 +701,7 @@ def fit_rff(
     init: str = "closed_form",
     init_max_rows: int = 50_000,
     rff_method: str = "auto",
-    precondition_rank: int = 0,
+    precondition_rank: int = 50,
     dtype: str = "float32",
     random_state=None,
     verbose: int = 0,
@@ -758,7 +758,7 @@ def fit_rff(
         Rows used by the closed-form warm start of a non-square loss (its cost grows as rows × D_x²).
     rff_method : {"auto", "closed_form", "sgd"}, default "auto"
         "closed_form": square loss only, the filled-output closed form without DSGD.
-    precondition_rank : int, default 0
+    precondition_rank : int, default 50
         k > 0: precondition the DSGD steps by ``(C_X + λI)^{-1}`` on the top k eigenvectors of the input feature
         covariance C_X, estimated on the warm-start rows (:class:`rffor.solvers.dsgd.Preconditioner`). At small
         λ plain DSGD moves the directions of small eigenvalues of C_X very slowly; preconditioned, it reaches the
