@@ -114,14 +114,15 @@ class Preconditioner:
     def rank(self) -> int:
         return self.U.shape[1]
 
-    def apply(self, D: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """``P D`` for D of shape (D_x, D_θ); ``out`` may be D itself."""
+    def apply(self, D: np.ndarray, out: np.ndarray | None = None, *, work: np.ndarray | None = None) -> np.ndarray:
+        """``P D`` for D of shape (D_x, D_θ); ``out`` may be D itself; ``work``, an array like D, avoids the one
+        (D_x, D_θ) temporary (the step loop passes its buffer)."""
         UtD = self.U.T @ D  # (k, D_θ)
         UtD *= self.w[:, None]
         if out is None:
             out = np.empty_like(D)
         np.multiply(D, D.dtype.type(self.base), out=out)
-        out += self.U @ UtD
+        out += self.U @ UtD if work is None else np.matmul(self.U, UtD, out=work)
         return out
 
 
@@ -317,6 +318,7 @@ def sgd_steps(
     starts = range(0, c, b)
     update = np.empty_like(B)  # step buffers: no allocation (and page faults) per step
     precond = config.precond
+    work = None if precond is None else np.empty_like(B)
     diff = np.empty_like(B_avg)
     loss_sum = 0.0
     for k in range(n_steps):
@@ -336,8 +338,8 @@ def sgd_steps(
             B += np.matmul(Pb.T, GP, out=update)  # B ← (1 − ηλ) B + (η/b) Φ_bᵀ G Φ_Θ
         else:
             np.matmul(Pb.T, GP, out=update)
-            update -= dtype.type(eta * lam) * B
-            B += precond.apply(update, out=update)  # B ← B − η P ∇
+            update -= np.multiply(B, dtype.type(eta * lam), out=work)
+            B += precond.apply(update, out=update, work=work)  # B ← B − η P ∇
         t += 1
         if t <= config.average_start:
             B_avg[...] = B
