@@ -1111,7 +1111,7 @@ def fit(
     SchedulerUnreachableError, RoundTimeoutError, RoundFailedError
         See the module docstring; a task's own exception propagates unchanged.
     """
-    for key in ("map_partitions", "initial_state", "start_round", "history"):
+    for key in ("map_partitions", "initial_state", "start_round", "history", "initial_sums"):
         if key in fit_kwargs:
             raise TypeError(f"{key} is managed by rffor.distributed.fit; it cannot be passed")
     if resume and checkpoint is None:
@@ -1218,6 +1218,7 @@ def _fit_rounds(
     # ---- the square-loss closed form as a map-reduce on the cluster ---------------------------------------------
     history: list[dict] | None = None
     initial_state = None
+    initial_sums = None
     start_round = 0
     loss = kw.get("loss")
     rff_method = kw.get("rff_method", "auto")
@@ -1256,7 +1257,7 @@ def _fit_rounds(
                 method="closed_form",
                 random_state=rs,
             )
-        initial_state = SGDState.from_coef(B0, dtype)
+        initial_state, initial_sums = SGDState.from_coef(B0, dtype), sums
 
     # ---- rounds ----------------------------------------------------------------------------------------------------
     tic = time.perf_counter()
@@ -1300,4 +1301,5 @@ def _fit_rounds(
         initial_state=initial_state,
         start_round=start_round,
         history=history,
+        initial_sums=initial_sums,
     )

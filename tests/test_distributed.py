@@ -204,7 +204,9 @@ def test_map_reduce_closed_form_equals_in_memory(client, store):
 
 @pytest.mark.timeout(120)
 def test_closed_form_start_with_missing_outputs_then_dsgd(client, store_missing):
-    kw = dict(KW, loss=Square(), n_epochs=2)
+    # init_max_rows below the data: the preconditioner must come from the cluster's sums over all rows, as in the
+    # serial fit, not from a second pass over one chunk on the driver
+    kw = dict(KW, loss=Square(), n_epochs=2, init_max_rows=200)
     out = rd.fit(store_missing, client=client, n_partitions=2, **kw)
     ref = rff.fit_rff(store_missing, n_partitions=2, **kw)
     assert out.method == ref.method == "sgd"
@@ -356,6 +358,12 @@ def test_resume_refuses_a_checkpoint_of_another_fit(store, tmp_path):
         rd.fit(store, distributed=False, checkpoint=ck, resume=True, **{**kw, "random_state": 8})
     with pytest.raises(ValueError, match="resume=True needs checkpoint"):
         rd.fit(store, resume=True, **kw)
+
+
+@pytest.mark.parametrize("key", ["map_partitions", "initial_state", "start_round", "history", "initial_sums"])
+def test_fit_refuses_the_arguments_it_manages(store, key):
+    with pytest.raises(TypeError, match=f"{key} is managed by rffor.distributed.fit"):
+        rd.fit(store, distributed=False, **KW, **{key: None})
 
 
 @pytest.mark.timeout(120)

@@ -710,6 +710,7 @@ def fit_rff(
     initial_state: SGDState | None = None,
     start_round: int = 0,
     history: list[dict] | None = None,
+    initial_sums: FeatureSums | None = None,
 ) -> RFFResult:
     """Fit the random-feature model (P_rf) of MATH.md §5.
 
@@ -774,6 +775,9 @@ def fit_rff(
         Called after every round (checkpoints).
     initial_state, start_round, history : optional
         Resume from a checkpoint taken after round ``start_round − 1`` (skips the initialisation).
+    initial_sums : FeatureSums, optional
+        With ``initial_state``: the feature sums the start was computed from (e.g. by the map-reduce closed form
+        on a cluster), reused for the preconditioner instead of a second pass over the warm-start rows.
 
     Returns
     -------
@@ -836,7 +840,7 @@ def fit_rff(
 
     # ---- closed form / warm start ------------------------------------------------------------------------
     state = initial_state
-    sums = None
+    sums = initial_sums if initial_state is not None else None
     if state is None:
         B0 = None
         if is_square and rff_method in ("auto", "closed_form"):
