@@ -530,7 +530,8 @@ def main(argv=None) -> int:
         + (
             "rff columns: solver='rff' with "
             f"D_x = {args.n_features} random features (exact output factor), DSGD with minibatches of "
-            f"{args.rff_batch_size} curves for {args.rff_epochs:g} epochs from the square-loss closed form, "
+            f"{args.rff_batch_size} curves for {args.rff_epochs:g} epochs from the closed-form warm start (square "
+            "loss, then reweighted closed forms for the Huber losses: `init_reweight`, default 10), "
             + (
                 f"preconditioned with rank {args.rff_precondition} (`precondition_rank`), "
                 if args.rff_precondition

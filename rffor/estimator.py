@@ -84,7 +84,10 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         scripts need an ``if __name__ == "__main__":`` guard); in process otherwise. P, not the number of workers,
         defines the model: pass it for results that do not depend on the machine.
     init : {"closed_form", "zeros"}, default "closed_form"
-        rff, non-square losses: start DSGD from the square-loss closed form or from zero.
+        rff, non-square losses: start DSGD from the square-loss closed form or from zero. For the Huber losses the
+        closed form is then refined by up to 10 reweighted closed forms on the same rows (iteratively reweighted
+        least squares, :func:`rffor.solvers.rff.reweighted_closed_form`): at small λ the square-loss start fits
+        the outliers along directions DSGD moves slowly.
     precondition_rank : int, default 50
         rff: k > 0 preconditions the DSGD steps by ``(C_X + λI)^{-1}`` on the top k eigenvectors of the input
         feature covariance of the warm-start rows (:class:`rffor.solvers.dsgd.Preconditioner`). At small λ plain

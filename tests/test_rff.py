@@ -11,7 +11,7 @@ import pytest
 
 import rffor.data
 from rffor import FunctionalRegressor
-from rffor.datasets import make_synthetic
+from rffor.datasets import add_outliers, make_synthetic
 from rffor.features import ExactOutputFactor, RandomFourierFeatures
 from rffor.kernels import Gaussian, Laplacian
 from rffor.losses import EpsilonInsensitive, Huber, Square
@@ -25,8 +25,10 @@ from rffor.solvers.rff import (
     closed_form_from_sums,
     feature_sums,
     fit_rff,
+    make_feature_maps,
     objective,
     output_gram,
+    reweighted_closed_form,
     run_rounds,
     serial_map_partitions,
     square_objective_from_sums,
@@ -224,16 +226,65 @@ def test_one_partition_rounds_replay(synth):
     plan = res.plan
     assert plan.n_partitions == 1 and plan.round_steps == [19, 19, 19]  # 5 + 5 + 5 + 4 steps per epoch
     assert plan.config.average_start == 28  # suffix averaging over the second half
-    s = SGDState.from_coef(_warm_start(data), "float32")
+    s = SGDState.from_coef(_warm_start(data, kw["loss"]), "float32")
     for r in range(3):
         s, steps, _ = plan.run_partition(s, r, 0)
         assert steps == 19
     assert np.array_equal(s.B_avg.astype(np.float32), res.coef)
 
 
-def _warm_start(data):
-    """The closed-form warm start fit_rff uses (all chunks: fewer rows than init_max_rows)."""
-    return fit_rff(data, **KW).coef.astype(np.float64)
+def _maps(data):
+    return make_feature_maps(data.d, data.theta, 0, kernel_x=KX, kernel_theta=KT, n_features_x=100)
+
+
+def _warm_start(data, loss):
+    """The warm start fit_rff uses (all chunks: fewer rows than init_max_rows): the square-loss closed form, then
+    reweighted closed forms for a Huber loss."""
+    phi_x, _, Phi_theta, C_theta = _maps(data)
+    B0 = closed_form_from_sums(feature_sums(data, phi_x, Phi_theta), C_theta, LAM, data.m)
+    return reweighted_closed_form(data, phi_x, Phi_theta, C_theta, loss, LAM, B0)[0]
+
+
+def _objective_gradient(data, B, loss, lam):
+    """∇J(B) = −(1/n) Σ_i φ_X(x_i) ∇L(r_i)ᵀ Φ_Θ + λ B of (P_rf) (MATH.md §5), in float64."""
+    phi_x, _, Phi_theta, _ = _maps(data)
+    P = Phi_theta.astype(np.float64)
+    F = phi_x.transform(data.X).astype(np.float64)
+    G = loss.grad(data.Y - F @ B @ P.T)
+    return -(F.T @ G @ P) / F.shape[0] + lam * B
+
+
+@pytest.mark.parametrize("tau", [0.0, 0.3])
+def test_reweighted_warm_start_is_the_huber2_optimum(synth, tau):
+    """H_κ^2 is smooth and convex: the reweighted closed forms (a majorise-minimise scheme) reach its optimum, where
+    ∇J = 0, with monotonically decreasing objectives; the square-loss start is far from it with outliers."""
+    Y = add_outliers(synth.Y_train, 2, tau, random_state=3)[0] if tau else synth.Y_train
+    data = ArrayData(synth.X_train, Y, synth.theta, chunk_rows=160)
+    loss, lam = Huber(0.05, 2), 1e-4
+    phi_x, _, Phi_theta, C_theta = _maps(data)
+    B0 = closed_form_from_sums(feature_sums(data, phi_x, Phi_theta), C_theta, lam, data.m)
+    B, objs = reweighted_closed_form(data, phi_x, Phi_theta, C_theta, loss, lam, B0, max_iter=200, tol=1e-13)
+    assert np.all(np.diff(objs) <= 1e-12 * objs[0])
+    scale = np.linalg.norm(_objective_gradient(data, np.zeros_like(B), loss, lam))
+    assert np.linalg.norm(_objective_gradient(data, B, loss, lam)) < 1e-5 * scale
+    assert np.isclose(objs[-1], objective(data, B, phi_x, Phi_theta, loss, lam), rtol=1e-10)
+    if tau:
+        assert np.linalg.norm(_objective_gradient(data, B0, loss, lam)) > 1e-2 * scale
+        assert objs[-1] < objs[0]
+
+
+def test_reweighted_warm_start_helps_a_small_kappa(synth):
+    """More features than curves, small κ and λ: the square-loss start interpolates the outliers, along directions
+    DSGD moves slowly; the same epochs from the reweighted start end far closer to the clean curves (measured:
+    test MSE 0.059 against 0.23) and at a lower objective."""
+    Y = add_outliers(synth.Y_train[:150], 2, 0.2, random_state=4)[0]
+    data = ArrayData(synth.X_train[:150], Y, synth.theta)
+    kw = dict(KW, loss=Huber(0.01, 2), lam=1e-6, n_features_x=300, batch_size=32, n_epochs=5)
+    on, off = fit_rff(data, **kw), fit_rff(data, **kw, init_reweight=0)
+    phi_x, Phi_theta = on.input_features, on.output_features.transform(data.theta)
+    err = [np.mean((r.predict(synth.X_test) - synth.Y_test) ** 2) for r in (on, off)]
+    J = [objective(data, r.coef, phi_x, Phi_theta, kw["loss"], 1e-6) for r in (on, off)]
+    assert err[0] < 0.5 * err[1] and J[0] < J[1]
 
 
 def test_two_partitions_and_callbacks(synth):

@@ -6,7 +6,8 @@ Layers, from the bottom:
   in-memory and out-of-core fits run the same code (and, chunked alike, give the same model bit for bit).
 - :func:`feature_sums` — the map step of the square-loss closed form: per chunk ``Φ_Xᵀ Φ_X`` and
   ``Φ_Xᵀ Y Φ_Θ`` (missing outputs filled as in MATH.md §3.3); :class:`FeatureSums` add up (the reduce step).
-  :func:`closed_form_from_sums` solves ``C_X B C_Θ + λ B = M``.
+  :func:`closed_form_from_sums` solves ``C_X B C_Θ + λ B = M``. :func:`reweighted_closed_form` refines that start
+  for a Huber loss by reweighted closed forms (:func:`reweighted_sums`).
 - :class:`RoundPlan` — everything one round of local SGD needs (data, partitions, steps per round, SGD
   configuration, feature maps, seed): small and picklable. ``plan.run_partition(state, round, p)`` is one
   partition task (:func:`rffor.solvers.dsgd.partition_steps` with seed ``(random_state, round, p)``).
@@ -34,7 +35,7 @@ import numpy as np
 from .._validation import check_theta, check_X, check_Y, fill_missing
 from ..features import ExactOutputFactor, RandomFourierFeatures, make_output_features
 from ..kernels import Kernel
-from ..losses import Loss, Square
+from ..losses import Huber, Loss, Square
 from .closed_form import sylvester_features
 from .dsgd import Preconditioner, SGDConfig, SGDState, chunk_rows, epoch_steps, partition_steps
 
@@ -56,6 +57,8 @@ __all__ = [
     "output_gram",
     "average_states",
     "square_objective_from_sums",
+    "reweighted_sums",
+    "reweighted_closed_form",
 ]
 
 #: rows of a chunk whose features are computed at once by feature_sums / objective / predict
@@ -271,6 +274,138 @@ def closed_form_from_sums(sums: FeatureSums, C_theta: np.ndarray, lam: float, m:
     if sums.n == 0:
         raise ValueError("no rows were summed")
     return sylvester_features(sums.xx / sums.n, C_theta, sums.xy / (sums.n * m), lam)
+
+
+def reweighted_sums(
+    data,
+    input_features: RandomFourierFeatures,
+    Phi_theta: np.ndarray,
+    B: np.ndarray,
+    loss: Loss,
+    chunk_ids=None,
+) -> tuple[FeatureSums, float]:
+    """One pass of iteratively reweighted least squares for a Huber loss: curve weights at B and weighted sums.
+
+    With residuals ``r_i = y_i − Φ_Θ Bᵀ φ_X(x_i)``, curve i gets the weight
+    ``w_i = <∇L(r_i), r_i> / <∇½‖r_i‖², r_i>`` (both gradients per MATH.md §5's table): ``min(1, κ/‖r_i‖)`` for
+    H_κ^2, which makes the weighted square loss a majoriser of H_κ^2 touching it at B (so a reweighted closed form
+    never increases the objective), and a curve's average of ``min(1, κ/|r_ij|)`` weighted by ``r_ij²`` for H_κ^1.
+    The sums are those of :func:`feature_sums` with row i multiplied by ``w_i`` (``n`` stays the number of rows,
+    so :func:`closed_form_from_sums` solves the weighted problem).
+
+    Parameters
+    ----------
+    data : Dataset or ArrayData
+    input_features : RandomFourierFeatures
+    Phi_theta : ndarray of shape (m, D_θ)
+    B : ndarray of shape (D_x, D_θ)
+        Where the weights are taken.
+    loss : Loss
+    chunk_ids : sequence of int, optional
+        Chunks to sum over; default all.
+
+    Returns
+    -------
+    sums : FeatureSums
+        Weighted sums (``yy`` weighted too).
+    loss_value : float
+        ``(1/n) Σ_i L(r_i)`` at B over the same rows (missing entries masked).
+    """
+    theta = np.asarray(data.theta, dtype=np.float64)
+    dtype = input_features.dtype
+    Phi_theta = np.ascontiguousarray(Phi_theta, dtype=dtype)
+    BPt = np.asarray(B, dtype=np.float64) @ Phi_theta.T.astype(np.float64)  # (D_x, m)
+    sums = FeatureSums.zeros(input_features.n_features, Phi_theta.shape[1])
+    total = 0.0
+    square = Square()
+    ids = range(data.n_chunks) if chunk_ids is None else [int(i) for i in chunk_ids]
+    chunks = data.iter_chunks(ids) if hasattr(data, "iter_chunks") else ((i, *data.chunk(i)) for i in ids)
+    for _, X_i, Y_i in chunks:
+        Y64 = np.asarray(Y_i, dtype=dtype).astype(np.float64)
+        missing = int(np.isnan(Y64).sum())
+        Y_fill = fill_missing(Y64, theta) if missing else Y64
+        sums.n_missing += missing
+        YP = Y_fill.astype(dtype) @ Phi_theta  # (c, D_θ)
+        for s in range(0, X_i.shape[0], _BLOCK_ROWS):
+            Phi = input_features.transform(X_i[s : s + _BLOCK_ROWS])
+            R = Y64[s : s + _BLOCK_ROWS] - Phi.astype(np.float64) @ BPt  # NaN where unobserved: the loss masks them
+            total += float(np.sum(loss.curve_values(R)))
+            num = np.einsum("ij,ij->i", np.nan_to_num(loss.grad(R)), np.nan_to_num(R))
+            den = np.einsum("ij,ij->i", np.nan_to_num(square.grad(R)), np.nan_to_num(R))
+            # a curve fitted exactly has weight 1 (the quadratic part of every Huber loss)
+            w = np.divide(num, den, out=np.ones_like(num), where=den > 0)
+            # products in the features' dtype, accumulated in float64, as in feature_sums (the O(n D_x²) Gram is
+            # the cost of a reweighting)
+            Phi_w = Phi * w.astype(dtype)[:, None]
+            sums.xx += Phi_w.T @ Phi
+            sums.xy += Phi_w.T @ YP[s : s + _BLOCK_ROWS]
+            Yb = Y_fill[s : s + _BLOCK_ROWS]
+            sums.yy += float(np.einsum("i,ij,ij->", w, Yb, Yb))
+            sums.n += Phi.shape[0]
+    return sums, total / max(sums.n, 1)
+
+
+def reweighted_closed_form(
+    data,
+    input_features: RandomFourierFeatures,
+    Phi_theta: np.ndarray,
+    C_theta: np.ndarray,
+    loss: Loss,
+    lam: float,
+    B0: np.ndarray,
+    chunk_ids=None,
+    *,
+    max_iter: int = 10,
+    tol: float = 1e-3,
+) -> tuple[np.ndarray, list[float]]:
+    """Warm start of a Huber loss: closed forms of the reweighted square loss from B0 (iteratively reweighted
+    least squares, :func:`reweighted_sums`).
+
+    The square-loss closed form at a small λ fits the outliers, mostly along the directions of small variance of
+    the input features, which DSGD moves slowest (even preconditioned, beyond its rank): started there, a robust
+    fit stays near the non-robust solution for many epochs. Each reweighting costs one pass over the rows
+    (``O(n D_x²)``) and one eigendecomposition of C_X; for H_κ^2 the objective decreases monotonically.
+
+    Parameters
+    ----------
+    data, input_features, Phi_theta, chunk_ids
+        As :func:`feature_sums`.
+    C_theta : ndarray of shape (D_θ,) or (D_θ, D_θ)
+    loss : Loss
+    lam : float
+    B0 : ndarray of shape (D_x, D_θ)
+        Start (the square-loss closed form).
+    max_iter : int, default 10
+        Reweighted solves at most.
+    tol : float, default 1e-3
+        Stop when an iteration lowers the objective ``(1/n) Σ L(r_i) + (λ/2)‖B‖²`` on these rows by less than
+        ``tol`` times its value.
+
+    Returns
+    -------
+    B : ndarray of shape (D_x, D_θ), float64
+        The iterate of lowest objective.
+    objectives : list of float
+        The objective of B0 and of every iterate evaluated.
+    """
+    m = np.asarray(Phi_theta).shape[0]
+    B = np.asarray(B0, dtype=np.float64)
+    best, best_obj, objectives = B, math.inf, []
+    for it in range(max_iter + 1):
+        wsums, value = reweighted_sums(data, input_features, Phi_theta, B, loss, chunk_ids)
+        obj = value + 0.5 * lam * float(np.sum(B * B))
+        objectives.append(obj)
+        if obj < best_obj:
+            improvement = best_obj - obj
+            best, best_obj = B, obj
+            if improvement <= tol * abs(obj):
+                break
+        else:  # H_κ^1's curve weights are not a majoriser: stop at the first step that does not help
+            break
+        if it == max_iter:
+            break
+        B = closed_form_from_sums(wsums, C_theta, lam, m)
+    return best, objectives
 
 
 def square_objective_from_sums(sums: FeatureSums, B: np.ndarray, C_theta: np.ndarray, lam: float, m: int) -> float:
@@ -700,6 +835,7 @@ def fit_rff(
     n_partitions: int | None = None,
     init: str = "closed_form",
     init_max_rows: int = 50_000,
+    init_reweight: int = 10,
     rff_method: str = "auto",
     precondition_rank: int = 50,
     dtype: str = "float32",
@@ -757,6 +893,10 @@ def fit_rff(
     init : {"closed_form", "zeros"}, default "closed_form"
     init_max_rows : int, default 50000
         Rows used by the closed-form warm start of a non-square loss (its cost grows as rows × D_x²).
+    init_reweight : int, default 10
+        Huber losses with ``init="closed_form"``: at most this many reweighted closed forms refine the warm start
+        on the same rows (:func:`reweighted_closed_form`; each costs about what the first closed form costs).
+        0: start from the square-loss closed form.
     rff_method : {"auto", "closed_form", "sgd"}, default "auto"
         "closed_form": square loss only, the filled-output closed form without DSGD.
     precondition_rank : int, default 50
@@ -813,6 +953,8 @@ def fit_rff(
         or (precondition_rank < 0)
     ):
         raise ValueError(f"precondition_rank must be an integer >= 0, got {precondition_rank!r}")
+    if isinstance(init_reweight, bool) or not isinstance(init_reweight, numbers.Integral) or init_reweight < 0:
+        raise ValueError(f"init_reweight must be an integer >= 0, got {init_reweight!r}")
     if average_start != "auto" and (
         isinstance(average_start, bool) or not isinstance(average_start, numbers.Integral) or average_start < 0
     ):
@@ -868,11 +1010,21 @@ def fit_rff(
                 return RFFResult(coef=B0.astype(dtype), n_iter=0, history=history, method="closed_form", **result)
         elif init == "closed_form":
             tic = time.perf_counter()
-            sums = feature_sums(data, phi_x, Phi_theta, _init_chunks(data, init_max_rows))
+            init_chunks = _init_chunks(data, init_max_rows)
+            sums = feature_sums(data, phi_x, Phi_theta, init_chunks)
             B0 = closed_form_from_sums(sums, C_theta, lam, m)
+            reweighted = ""
+            if init_reweight > 0 and isinstance(loss, Huber) and math.isfinite(loss.kappa):
+                B0, objectives = reweighted_closed_form(
+                    data, phi_x, Phi_theta, C_theta, loss, float(lam), B0, init_chunks, max_iter=init_reweight
+                )
+                reweighted = (
+                    f", {len(objectives) - 1} reweighting(s): objective {objectives[0]:.4g} → {min(objectives):.4g}"
+                )
             if verbose:
                 print(
-                    f"[rffor rff] warm start: closed form on {sums.n} curves ({time.perf_counter() - tic:.1f} s)",
+                    f"[rffor rff] warm start: closed form on {sums.n} curves{reweighted} "
+                    f"({time.perf_counter() - tic:.1f} s)",
                     flush=True,
                 )
         state = (
