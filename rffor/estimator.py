@@ -84,10 +84,13 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         scripts need an ``if __name__ == "__main__":`` guard); in process otherwise. P, not the number of workers,
         defines the model: pass it for results that do not depend on the machine.
     init : {"closed_form", "zeros"}, default "closed_form"
-        rff, non-square losses: start DSGD from the square-loss closed form or from zero. For the Huber losses the
-        closed form is then refined by up to 10 reweighted closed forms on the same rows (iteratively reweighted
-        least squares, :func:`rffor.solvers.rff.reweighted_closed_form`): at small λ the square-loss start fits
-        the outliers along directions DSGD moves slowly.
+        rff, non-square losses: start DSGD from the square-loss closed form or from zero.
+    init_reweight : int, default 10
+        rff, Huber losses with ``init="closed_form"``: refine the closed form by up to this many reweighted closed
+        forms on the same rows (iteratively reweighted least squares,
+        :func:`rffor.solvers.rff.reweighted_closed_form`); each costs about what the first closed form costs. At
+        small λ the square-loss start fits the outliers along directions DSGD moves slowly, and the robust fit
+        then stays near it (``benchmarks/README.md``, robustness). 0: start from the square-loss closed form.
     precondition_rank : int, default 50
         rff: k > 0 preconditions the DSGD steps by ``(C_X + λI)^{-1}`` on the top k eigenvectors of the input
         feature covariance of the warm-start rows (:class:`rffor.solvers.dsgd.Preconditioner`). At small λ plain
@@ -163,6 +166,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         "n_partitions": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "init": [StrOptions({"closed_form", "zeros"})],
         "precondition_rank": [Interval(numbers.Integral, 0, None, closed="left")],
+        "init_reweight": [Interval(numbers.Integral, 0, None, closed="left")],
         "dtype": [StrOptions({"float32", "float64"})],
         "client": "no_validation",
         "scheduler_address": [str, None],
@@ -197,6 +201,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         local_steps=None,
         n_partitions=None,
         init="closed_form",
+        init_reweight=10,
         precondition_rank=50,
         dtype="float32",
         client=None,
@@ -228,6 +233,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.local_steps = local_steps
         self.n_partitions = n_partitions
         self.init = init
+        self.init_reweight = init_reweight
         self.precondition_rank = precondition_rank
         self.dtype = dtype
         self.client = client
@@ -405,6 +411,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             local_steps=self.local_steps,
             n_partitions=self.n_partitions,
             init=self.init,
+            init_reweight=self.init_reweight,
             precondition_rank=self.precondition_rank,
             dtype=self.dtype,
             random_state=self.random_state,

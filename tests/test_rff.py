@@ -285,6 +285,16 @@ def test_reweighted_warm_start_helps_a_small_kappa(synth):
     err = [np.mean((r.predict(synth.X_test) - synth.Y_test) ** 2) for r in (on, off)]
     J = [objective(data, r.coef, phi_x, Phi_theta, kw["loss"], 1e-6) for r in (on, off)]
     assert err[0] < 0.5 * err[1] and J[0] < J[1]
+    # the estimator passes init_reweight through
+    est_kw = dict(
+        KW,
+        solver="rff",
+        n_partitions=1,
+        **{k: kw[k] for k in ("loss", "lam", "n_features_x", "batch_size", "n_epochs")},
+    )
+    for res, reweight in ((on, 10), (off, 0)):
+        est = FunctionalRegressor(**est_kw, init_reweight=reweight).fit(data.X, data.Y, theta=data.theta)
+        assert np.array_equal(est.coef_, res.coef)
 
 
 def test_two_partitions_and_callbacks(synth):
