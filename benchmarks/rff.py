@@ -16,9 +16,10 @@ What is measured (single process, ``--threads`` BLAS threads, default 1):
    default Zarr store) for the square loss and H_κ^1 / H_κ^2, best of ``--repeats``.
 2. **Out of core.** For each n in ``--sizes`` a Zarr store (x: n × 50, y: n × 100, float32, chunks of 20,000 rows)
    is generated block by block by Dask (:func:`rffor.data.write`) and fitted in a fresh child process with
-   :func:`rffor.solvers.rff.fit_rff` (H_κ^2, D_x = 2000, one epoch, closed-form warm start on 50,000 rows, one
-   partition). The child reports its peak resident memory (``VmHWM``, see :func:`peak_rss_mib`), the warm start
-   time and the epoch time. A child that only imports rffor and opens the store gives the baseline.
+   :func:`rffor.solvers.rff.fit_rff` (H_κ^2, D_x = 2000, one epoch, one partition, the defaults: closed-form warm
+   start on 50,000 rows refined by reweighted closed forms, preconditioned steps). The child reports its peak
+   resident memory (``VmHWM``, see :func:`peak_rss_mib`), the warm start time and the epoch time. A child that
+   only imports rffor and opens the store gives the baseline.
 3. **Accuracy.** Nonlinear synthetic data (MATH.md §7), n = 2000 training and 1000 test curves, m = 50, noise 0.1,
    Gaussian kernels γ_X = 0.02, γ_Θ = 30, λ = 1e-5, square loss (closed forms): the exact solver
    (:func:`rffor.solvers.closed_form.sylvester_kernel`) against random features with D_x from 250 to 4000 (exact
@@ -411,10 +412,11 @@ def report(results: dict) -> str:
         parts += origin("memory")
         parts += [
             f"**Out of core** (Zarr store x: n × {D_IN}, y: n × {M}, float32, chunks of {CHUNK} rows, written block "
-            f"by block with Dask; fit in a fresh process: H_κ^2, D_x = {DX}, one epoch, closed-form warm start on "
-            "50,000 rows, batch 256, one partition). Peak memory = VmHWM of the child process (its own peak RSS; "
-            "ru_maxrss would include the parent's, inherited through fork + exec); baseline = a child that only "
-            "imports rffor and opens the store.",
+            f"by block with Dask; fit in a fresh process: H_κ^2, D_x = {DX}, one epoch, fit_rff's defaults: "
+            "closed-form warm start on 50,000 rows refined by reweighted closed forms (`init_reweight=10`), "
+            "preconditioned steps (`precondition_rank=50`); batch 256, one partition). Peak memory = VmHWM of the "
+            "child process (its own peak RSS; ru_maxrss would include the parent's, inherited through fork + exec); "
+            "baseline = a child that only imports rffor and opens the store.",
             "",
             markdown_table(
                 [
