@@ -94,7 +94,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
     precondition_rank : int, default 50
         rff: k > 0 preconditions the DSGD steps by ``(C_X + λI)^{-1}`` on the top k eigenvectors of the input
         feature covariance of the warm-start rows (:class:`rffor.solvers.dsgd.Preconditioner`). At small λ plain
-        DSGD converges slowly and the robust losses lose their robustness; k = 50 costs about 3% of the
+        DSGD converges slowly and the robust losses lose their robustness; k = 50 costs about 3–4% of the
         throughput (``benchmarks/preconditioning.py``). 0: plain DSGD.
     dtype : {"float32", "float64"}, default "float32"
         rff: floating type of the features and of B.
