@@ -233,8 +233,8 @@ def test_one_partition_rounds_replay(synth):
     assert np.array_equal(s.B_avg.astype(np.float32), res.coef)
 
 
-def _maps(data):
-    return make_feature_maps(data.d, data.theta, 0, kernel_x=KX, kernel_theta=KT, n_features_x=100)
+def _maps(data, dtype="float32"):
+    return make_feature_maps(data.d, data.theta, 0, kernel_x=KX, kernel_theta=KT, n_features_x=100, dtype=dtype)
 
 
 def _warm_start(data, loss):
@@ -247,7 +247,7 @@ def _warm_start(data, loss):
 
 def _objective_gradient(data, B, loss, lam):
     """∇J(B) = −(1/n) Σ_i φ_X(x_i) ∇L(r_i)ᵀ Φ_Θ + λ B of (P_rf) (MATH.md §5), in float64."""
-    phi_x, _, Phi_theta, _ = _maps(data)
+    phi_x, _, Phi_theta, _ = _maps(data, "float64")
     P = Phi_theta.astype(np.float64)
     F = phi_x.transform(data.X).astype(np.float64)
     G = loss.grad(data.Y - F @ B @ P.T)
@@ -261,7 +261,7 @@ def test_reweighted_warm_start_is_the_huber2_optimum(synth, tau):
     Y = add_outliers(synth.Y_train, 2, tau, random_state=3)[0] if tau else synth.Y_train
     data = ArrayData(synth.X_train, Y, synth.theta, chunk_rows=160)
     loss, lam = Huber(0.05, 2), 1e-4
-    phi_x, _, Phi_theta, C_theta = _maps(data)
+    phi_x, _, Phi_theta, C_theta = _maps(data, "float64")  # float64 passes: monotone to rounding
     B0 = closed_form_from_sums(feature_sums(data, phi_x, Phi_theta), C_theta, lam, data.m)
     B, objs = reweighted_closed_form(data, phi_x, Phi_theta, C_theta, loss, lam, B0, max_iter=200, tol=1e-13)
     assert np.all(np.diff(objs) <= 1e-12 * objs[0])

@@ -314,7 +314,9 @@ def reweighted_sums(
     theta = np.asarray(data.theta, dtype=np.float64)
     dtype = input_features.dtype
     Phi_theta = np.ascontiguousarray(Phi_theta, dtype=dtype)
-    BPt = np.asarray(B, dtype=np.float64) @ Phi_theta.T.astype(np.float64)  # (D_x, m)
+    # predictions in the features' dtype (a float64 copy of every block of features would double the transient
+    # memory of the pass); residuals and weights in float64
+    BPt = (np.asarray(B, dtype=np.float64) @ Phi_theta.T.astype(np.float64)).astype(dtype)  # (D_x, m)
     sums = FeatureSums.zeros(input_features.n_features, Phi_theta.shape[1])
     total = 0.0
     square = Square()
@@ -328,17 +330,18 @@ def reweighted_sums(
         YP = Y_fill.astype(dtype) @ Phi_theta  # (c, D_θ)
         for s in range(0, X_i.shape[0], _BLOCK_ROWS):
             Phi = input_features.transform(X_i[s : s + _BLOCK_ROWS])
-            R = Y64[s : s + _BLOCK_ROWS] - Phi.astype(np.float64) @ BPt  # NaN where unobserved: the loss masks them
+            R = Y64[s : s + _BLOCK_ROWS] - Phi @ BPt  # NaN where unobserved: the loss masks them
             total += float(np.sum(loss.curve_values(R)))
             num = np.einsum("ij,ij->i", np.nan_to_num(loss.grad(R)), np.nan_to_num(R))
             den = np.einsum("ij,ij->i", np.nan_to_num(square.grad(R)), np.nan_to_num(R))
             # a curve fitted exactly has weight 1 (the quadratic part of every Huber loss)
             w = np.divide(num, den, out=np.ones_like(num), where=den > 0)
-            # products in the features' dtype, accumulated in float64, as in feature_sums (the O(n D_x²) Gram is
-            # the cost of a reweighting)
-            Phi_w = Phi * w.astype(dtype)[:, None]
-            sums.xx += Phi_w.T @ Phi
-            sums.xy += Phi_w.T @ YP[s : s + _BLOCK_ROWS]
+            # rows scaled by √w in place (Phi is this block's own array): products in the features' dtype,
+            # accumulated in float64, as in feature_sums; the O(n D_x²) Gram is the cost of a reweighting
+            root = np.sqrt(w).astype(dtype)[:, None]
+            Phi *= root
+            sums.xx += Phi.T @ Phi
+            sums.xy += Phi.T @ (YP[s : s + _BLOCK_ROWS] * root)
             Yb = Y_fill[s : s + _BLOCK_ROWS]
             sums.yy += float(np.einsum("i,ij,ij->", w, Yb, Yb))
             sums.n += Phi.shape[0]
