@@ -357,6 +357,8 @@ def _estimator_from_args(args, loss, solver: str):
             params["batch_size"] = args.batch_size
         if args.precondition is not None:
             params["precondition_rank"] = args.precondition
+        if args.reweight is not None:
+            params["init_reweight"] = args.reweight
         if args.scheduler:
             params["scheduler_address"] = args.scheduler
         if args.checkpoint:
@@ -376,6 +378,7 @@ def _resolve_cli_solver(args, n: int) -> str:
         "--epochs": args.epochs,
         "--batch-size": args.batch_size,
         "--precondition": args.precondition is not None,
+        "--reweight": args.reweight is not None,
         "--features-x": args.features_x_given,
         "--features-theta": args.features_theta_given,
         "--dtype": args.dtype_given,
@@ -962,6 +965,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="RANK",
         help="rff: precondition DSGD by (C_X + λI)^-1 on RANK eigenvectors (default 50; 0: plain steps)",
+    )
+    p.add_argument(
+        "--reweight",
+        type=_int_at_least(0),
+        default=None,
+        metavar="N",
+        help="rff, Huber losses: refine the closed-form warm start by at most N reweighted closed forms "
+        "(default 10; 0: the square-loss closed form)",
     )
     p.add_argument(
         "--dtype", choices=["float32", "float64"], default=None, help="rff: float type of B (default float32)"

@@ -100,6 +100,7 @@ def test_no_command_is_a_usage_error():
         (["fit", "d.zarr", "--loss", "huber1", "--kappa", "0.1", "--epsilon", "0.1"], "--epsilon is for"),
         (["fit", "d.zarr", "--solver", "admm", "--scheduler", "tcp://127.0.0.1:1"], "only apply to --solver rff"),
         (["fit", "d.zarr", "--solver", "apgd", "--precondition", "10"], "only apply to --solver rff"),
+        (["fit", "d.zarr", "--solver", "apgd", "--reweight", "2"], "only apply to --solver rff"),
     ],
 )
 def test_usage_errors_after_parsing(tmp_path, capsys, monkeypatch, argv, fragment):
@@ -188,12 +189,12 @@ def test_fit_other_losses_and_solvers(workdir):
 def test_fit_random_features_out_of_core(workdir):
     args = ["fit", workdir / "train.zarr", "--solver", "rff", "--loss", "huber2", "--kappa", "0.2",
             "--features-x", "40", "--epochs", "2", "--batch-size", "8", "--seed", "3",
-            "--precondition", "8"]  # fmt: skip
+            "--precondition", "8", "--reweight", "3"]  # fmt: skip
     proc = run(*args, "--checkpoint", workdir / "fit.ckpt", "--out", workdir / "rff.rffor")
     assert proc.returncode == 0, proc.stderr
     model = load(workdir / "rff.rffor")
     assert model.solver_ == "rff" and model.coef_.shape[0] == 40 and model.random_state_ == 3
-    assert model.precondition_rank == 8
+    assert model.precondition_rank == 8 and model.init_reweight == 3
     assert (workdir / "fit.ckpt").exists()
     # resuming a finished fit from its checkpoint gives the same model
     proc = run(*args, "--checkpoint", workdir / "fit.ckpt", "--resume", "--out", workdir / "rff2.rffor")
