@@ -25,7 +25,7 @@ from sklearn.utils import Bunch
 
 from .realdata import load_gait
 
-__all__ = ["make_synthetic", "add_outliers", "load_gait", "mse", "nmse"]
+__all__ = ["make_synthetic", "sample_synthetic", "add_outliers", "load_gait", "mse", "nmse"]
 
 #: Length scales of the r = 4 components of the synthetic data (paper 000, B.2.1).
 SYNTHETIC_LENGTH_SCALES: tuple[float, ...] = (0.05, 0.1, 0.5, 0.7)
@@ -252,13 +252,9 @@ def make_synthetic(
     theta = np.linspace(0.0, 1.0, m)
     G_in = _gp_curves(theta_in, SYNTHETIC_LENGTH_SCALES, rng)
     G_out = _gp_curves(theta, SYNTHETIC_LENGTH_SCALES, rng)
-    U = rng.uniform(-0.5, 0.5, size=(n_train + n_test, r))
-
     if nonlinear:
         G_in = _orthonormal_rows(G_in)
-        X, Y = U @ G_in, _nonlinear_coefficients(U) @ G_out
-    else:
-        X, Y = U @ G_in, U @ G_out
+    X, Y = sample_synthetic(G_in, G_out, n_train + n_test, nonlinear=nonlinear, random_state=rng)
 
     Y_train = Y[:n_train]
     if noise > 0:
@@ -273,6 +269,57 @@ def make_synthetic(
         components_in=G_in,
         components_out=G_out,
     )
+
+
+def sample_synthetic(
+    components_in: ArrayLike,
+    components_out: ArrayLike,
+    n: int,
+    *,
+    nonlinear: bool = False,
+    random_state: RandomStateLike = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """New samples from the distribution of a :func:`make_synthetic` draw: the same curves, new coefficients.
+
+    For data sets too large for memory, generated block by block (each block with its own seed) with the
+    ``components_in`` / ``components_out`` of one ``make_synthetic`` call: ``u_i ~ U[-0.5, 0.5]^4``,
+    ``x_i = Σ_c u_ic components_in[c]`` and ``y_i = Σ_c u_ic components_out[c]`` (``f_c(u_i)`` instead of
+    ``u_ic`` when ``nonlinear=True``; MATH.md §7). ``make_synthetic`` itself draws its samples with this function
+    right after the curves, so ``make_synthetic(n₁ + n₂)`` equals ``make_synthetic(n₁)`` followed by
+    ``sample_synthetic(..., n₂)`` on the same Generator.
+
+    Parameters
+    ----------
+    components_in : array-like of shape (4, p_in)
+        ``make_synthetic(...).components_in``.
+    components_out : array-like of shape (4, m)
+        ``make_synthetic(...).components_out``.
+    n : int
+        Number of samples, >= 0.
+    nonlinear : bool, default=False
+        Must match the ``make_synthetic`` call the components come from.
+    random_state : None, int, numpy.random.SeedSequence or numpy.random.Generator, default=None
+        Seed of the coefficients.
+
+    Returns
+    -------
+    X : ndarray of shape (n, p_in)
+    Y : ndarray of shape (n, m)
+        Noise-free outputs.
+    """
+    G_in = _as_float_2d(components_in, "components_in")
+    G_out = _as_float_2d(components_out, "components_out")
+    r = len(SYNTHETIC_LENGTH_SCALES)
+    if G_in.shape[0] != r or G_out.shape[0] != r:
+        raise ValueError(
+            f"components_in and components_out must have {r} rows (the curves of make_synthetic), got "
+            f"{G_in.shape[0]} and {G_out.shape[0]}"
+        )
+    n = _check_int(n, "n", 0)
+    if not isinstance(nonlinear, bool | np.bool_):
+        raise ValueError(f"nonlinear must be a bool, got {nonlinear!r}")
+    U = _check_rng(random_state).uniform(-0.5, 0.5, size=(n, r))
+    return U @ G_in, (_nonlinear_coefficients(U) if nonlinear else U) @ G_out
 
 
 def add_outliers(

@@ -7,7 +7,7 @@ import pytest
 from sklearn.kernel_ridge import KernelRidge
 from sklearn.linear_model import LinearRegression, Ridge
 
-from rffor.datasets import add_outliers, make_synthetic, mse, nmse
+from rffor.datasets import add_outliers, make_synthetic, mse, nmse, sample_synthetic
 
 
 @pytest.fixture(scope="module")
@@ -298,3 +298,26 @@ def test_real_data_loader_is_reachable_from_datasets():
 
     assert datasets.load_gait is rffor.realdata.load_gait
     assert "load_gait" in datasets.__all__
+
+
+@pytest.mark.parametrize("nonlinear", [False, True])
+def test_sample_synthetic_continues_make_synthetic(nonlinear):
+    """make_synthetic(n₁ + n₂) = make_synthetic(n₁) then sample_synthetic(n₂) on the same Generator: block-wise
+    samples come from the same distribution (same curves, same coefficient law, same map)."""
+    whole = make_synthetic(9, 0, m=12, p_in=15, nonlinear=nonlinear, random_state=np.random.default_rng(4))
+    rng = np.random.default_rng(4)
+    head = make_synthetic(2, 0, m=12, p_in=15, nonlinear=nonlinear, random_state=rng)
+    X, Y = sample_synthetic(head.components_in, head.components_out, 7, nonlinear=nonlinear, random_state=rng)
+    np.testing.assert_array_equal(np.vstack([head.X_train, X]), whole.X_train)
+    np.testing.assert_array_equal(np.vstack([head.Y_train, Y]), whole.Y_train)
+    assert sample_synthetic(head.components_in, head.components_out, 0)[0].shape == (0, 15)
+
+
+def test_sample_synthetic_checks_its_arguments():
+    d = make_synthetic(3, 0, m=5, p_in=6, random_state=0)
+    with pytest.raises(ValueError, match="must have 4 rows"):
+        sample_synthetic(d.components_in[:3], d.components_out, 2)
+    with pytest.raises(ValueError, match="n must be"):
+        sample_synthetic(d.components_in, d.components_out, -1)
+    with pytest.raises(ValueError, match="nonlinear must be a bool"):
+        sample_synthetic(d.components_in, d.components_out, 2, nonlinear="yes")
