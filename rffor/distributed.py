@@ -1111,7 +1111,7 @@ def fit(
     SchedulerUnreachableError, RoundTimeoutError, RoundFailedError
         See the module docstring; a task's own exception propagates unchanged.
     """
-    for key in ("map_partitions", "initial_state", "start_round", "history", "initial_sums"):
+    for key in ("map_partitions", "initial_state", "start_round", "history", "initial_sums", "on_message"):
         if key in fit_kwargs:
             raise TypeError(f"{key} is managed by rffor.distributed.fit; it cannot be passed")
     if resume and checkpoint is None:
@@ -1302,4 +1302,5 @@ def _fit_rounds(
         start_round=start_round,
         history=history,
         initial_sums=initial_sums,
+        on_message=reporter.message,
     )

@@ -360,7 +360,9 @@ def test_resume_refuses_a_checkpoint_of_another_fit(store, tmp_path):
         rd.fit(store, resume=True, **kw)
 
 
-@pytest.mark.parametrize("key", ["map_partitions", "initial_state", "start_round", "history", "initial_sums"])
+@pytest.mark.parametrize(
+    "key", ["map_partitions", "initial_state", "start_round", "history", "initial_sums", "on_message"]
+)
 def test_fit_refuses_the_arguments_it_manages(store, key):
     with pytest.raises(TypeError, match=f"{key} is managed by rffor.distributed.fit"):
         rd.fit(store, distributed=False, **KW, **{key: None})
@@ -462,9 +464,12 @@ def test_progress_lines_and_bar():
 
 @pytest.mark.timeout(120)
 def test_verbose_fit_reports_every_round(client, store, capsys):
-    rd.fit(store, client=client, n_partitions=2, verbose=1, **{**KW, "n_epochs": 2})
+    rd.fit(store, client=client, n_partitions=2, verbose=1, **{**KW, "n_epochs": 2, "init": "closed_form"})
     err = capsys.readouterr().err
     assert "P = 2 partition(s)" in err and "DSGD: 2 round(s)" in err
+    # the driver's own work before the rounds is reported too
+    assert "warm start: closed form on" in err and "reweighting(s)" in err
+    assert "preconditioner: rank" in err
     assert "round 2/2  loss" in err and "samples/s" in err and "elapsed" in err
 
 

@@ -850,6 +850,7 @@ def fit_rff(
     start_round: int = 0,
     history: list[dict] | None = None,
     initial_sums: FeatureSums | None = None,
+    on_message: Callable[[str], None] | None = None,
 ) -> RFFResult:
     """Fit the random-feature model (P_rf) of MATH.md §5.
 
@@ -921,6 +922,10 @@ def fit_rff(
     initial_sums : FeatureSums, optional
         With ``initial_state``: the feature sums the start was computed from (e.g. by the map-reduce closed form
         on a cluster), reused for the preconditioner instead of a second pass over the warm-start rows.
+    on_message : callable ``(text)``, optional
+        Receives the one-line reports of the warm start and the preconditioner (which run on the driver and can
+        take a while on large data) instead of ``verbose`` printing them; ``rffor.distributed.fit`` passes its
+        progress reporter.
 
     Returns
     -------
@@ -962,6 +967,12 @@ def fit_rff(
         isinstance(average_start, bool) or not isinstance(average_start, numbers.Integral) or average_start < 0
     ):
         raise ValueError(f"average_start must be an integer >= 0 or 'auto', got {average_start!r}")
+
+    def say(text: str) -> None:
+        if on_message is not None:
+            on_message(text)
+        elif verbose:
+            print(f"[rffor rff] {text}", flush=True)
 
     data = as_data(data)
     theta = np.asarray(data.theta, dtype=np.float64)
@@ -1024,12 +1035,7 @@ def fit_rff(
                 reweighted = (
                     f", {len(objectives) - 1} reweighting(s): objective {objectives[0]:.4g} → {min(objectives):.4g}"
                 )
-            if verbose:
-                print(
-                    f"[rffor rff] warm start: closed form on {sums.n} curves{reweighted} "
-                    f"({time.perf_counter() - tic:.1f} s)",
-                    flush=True,
-                )
+            say(f"warm start: closed form on {sums.n} curves{reweighted} ({time.perf_counter() - tic:.1f} s)")
         state = (
             SGDState.zeros(phi_x.n_features, phi_theta.n_features, dtype)
             if B0 is None
@@ -1057,12 +1063,7 @@ def fit_rff(
         if sums is None:  # resumed, or started from zero: the covariance of the warm-start rows
             sums = feature_sums(data, phi_x, Phi_theta, _init_chunks(data, init_max_rows))
         precond = Preconditioner.from_gram(sums.xx / sums.n, float(lam), precondition_rank, dtype)
-        if verbose:
-            print(
-                f"[rffor rff] preconditioner: rank {precond.rank} from {sums.n} curves "
-                f"({time.perf_counter() - tic:.1f} s)",
-                flush=True,
-            )
+        say(f"preconditioner: rank {precond.rank} from {sums.n} curves ({time.perf_counter() - tic:.1f} s)")
     if precond is not None and step_size == "auto":
         # preconditioned, the curvature along an eigenvector of C_X is (s ‖C_Θ‖ + λ)/(s + λ) <= max(‖C_Θ‖, 1) on
         # the full data, and a minibatch step is up to trace/b times as curved
