@@ -53,6 +53,7 @@ from _common import (  # noqa: E402
     provenance,
     save_json,
     write_section,
+    write_zarr_blocks,
 )
 
 from rffor.datasets import make_synthetic, nmse  # noqa: E402
@@ -94,26 +95,7 @@ def block_data(seed: int, block: int, rows: int) -> tuple[np.ndarray, np.ndarray
 
 def write_store(path: Path, n: int, seed: int):
     """Generate the store chunk by chunk with Dask (memory bounded by a few chunks), return (Dataset, seconds)."""
-    import dask
-    import dask.array as da
-
-    import rffor.data
-
-    blocks = [min(CHUNK, n - s) for s in range(0, n, CHUNK)]
-
-    def part(k: int, rows: int, which: int):
-        return da.from_delayed(
-            dask.delayed(lambda: block_data(seed, k, rows)[which])(),
-            shape=(rows, D_IN if which == 0 else M),
-            dtype=np.float32,
-        )
-
-    X = da.concatenate([part(k, r, 0) for k, r in enumerate(blocks)])
-    Y = da.concatenate([part(k, r, 1) for k, r in enumerate(blocks)])
-    tic = time.perf_counter()
-    with dask.config.set(num_workers=2):
-        ds = rffor.data.write(path, X, Y, np.linspace(0, 1, M), chunks=CHUNK, overwrite=True)
-    return ds, time.perf_counter() - tic
+    return write_zarr_blocks(path, n, CHUNK, lambda k, rows: block_data(seed, k, rows), D_IN, M)
 
 
 # ---------------------------------------------------------------------------------------------------------------

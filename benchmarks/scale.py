@@ -49,6 +49,7 @@ from _common import (  # noqa: E402
     provenance,
     save_json,
     write_section,
+    write_zarr_blocks,
 )
 
 from rffor import FunctionalRegressor  # noqa: E402
@@ -87,11 +88,6 @@ STORE_CHUNK = 100_000
 def write_store(path: Path, n: int, seed: int):
     """The training curves of size n as a Zarr store, written block by block by Dask (float32): the curves of
     :func:`make_data` (same seed), new coefficients and 10% Type 2 outliers per block. Returns (Dataset, seconds)."""
-    import dask
-    import dask.array as da
-
-    import rffor.data
-
     curves = make_synthetic(1, 0, nonlinear=True, random_state=np.random.SeedSequence([seed, 23]))
 
     def block(k: int, rows: int):
@@ -105,15 +101,7 @@ def write_store(path: Path, n: int, seed: int):
         Y, _ = add_outliers(Y, 2, 0.1, random_state=np.random.SeedSequence([seed, 26, k]))
         return X.astype(np.float32), Y.astype(np.float32)
 
-    sizes = [min(STORE_CHUNK, n - s) for s in range(0, n, STORE_CHUNK)]
-    parts = [dask.delayed(block, nout=2)(k, rows) for k, rows in enumerate(sizes)]
-    p_in, m = curves.components_in.shape[1], curves.components_out.shape[1]
-    X = da.concatenate([da.from_delayed(x, (r, p_in), np.float32) for (x, _), r in zip(parts, sizes, strict=True)])
-    Y = da.concatenate([da.from_delayed(y, (r, m), np.float32) for (_, y), r in zip(parts, sizes, strict=True)])
-    tic = time.perf_counter()
-    with dask.config.set(scheduler="threads", num_workers=2):
-        ds = rffor.data.write(path, X, Y, np.linspace(0, 1, m), chunks=STORE_CHUNK, overwrite=True)
-    return ds, time.perf_counter() - tic
+    return write_zarr_blocks(path, n, STORE_CHUNK, block, curves.components_in.shape[1], curves.components_out.shape[1])
 
 
 def fit_one(loss_name, solver, n, X, Y, X_test, Y_test, args):
