@@ -208,7 +208,13 @@ class FeatureSums:
         return cls(np.zeros((D_x, D_x)), np.zeros((D_x, D_theta)))
 
 
-def feature_sums(data, input_features: RandomFourierFeatures, Phi_theta: np.ndarray, chunk_ids=None) -> FeatureSums:
+def feature_sums(
+    data,
+    input_features: RandomFourierFeatures,
+    Phi_theta: np.ndarray,
+    chunk_ids=None,
+    weights: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+) -> FeatureSums:
     """Map step of the closed form: the sums of :class:`FeatureSums` over some chunks.
 
     Features are computed in their own dtype (float32 by default) a block of rows at a time, and every block's
@@ -223,6 +229,10 @@ def feature_sums(data, input_features: RandomFourierFeatures, Phi_theta: np.ndar
         Output features on the grid.
     chunk_ids : sequence of int, optional
         Chunks to sum over; default all.
+    weights : callable ``(Phi, Y) -> w``, optional
+        Row weights: called on every block with its features ``Phi`` (rows, D_x) in their dtype and its outputs
+        ``Y`` (rows, m) in float64, NaN where unobserved; returns ``w`` (rows,) ≥ 0. Every row's terms are then
+        multiplied by its weight (``n`` stays the number of rows). Used by :func:`reweighted_sums`.
 
     Returns
     -------
@@ -237,18 +247,27 @@ def feature_sums(data, input_features: RandomFourierFeatures, Phi_theta: np.ndar
     for _, X_i, Y_i in chunks:
         # outputs in the fit's dtype first, as DSGD sees them: in-memory float64 and stored float32 data then
         # give the same sums
-        Y64 = np.asarray(Y_i, dtype=dtype).astype(np.float64)
-        missing = int(np.isnan(Y64).sum())
-        if missing:
-            Y64 = fill_missing(Y64, theta)
-        sums.yy += float(np.einsum("ij,ij->", Y64, Y64))
+        Y_obs = np.asarray(Y_i, dtype=dtype).astype(np.float64)
+        missing = int(np.isnan(Y_obs).sum())
+        Y64 = fill_missing(Y_obs, theta) if missing else Y_obs
         sums.n += Y64.shape[0]
         sums.n_missing += missing
         YP = Y64.astype(dtype) @ Phi_theta  # (c, D_θ)
+        if weights is None:
+            sums.yy += float(np.einsum("ij,ij->", Y64, Y64))
         for s in range(0, X_i.shape[0], _BLOCK_ROWS):
             Phi = input_features.transform(X_i[s : s + _BLOCK_ROWS])
+            YP_b = YP[s : s + _BLOCK_ROWS]
+            if weights is not None:
+                w = np.asarray(weights(Phi, Y_obs[s : s + _BLOCK_ROWS]), dtype=np.float64)
+                Y_b = Y64[s : s + _BLOCK_ROWS]
+                sums.yy += float(np.einsum("i,ij,ij->", w, Y_b, Y_b))
+                # rows scaled by √w in place (Phi is this block's own array)
+                root = np.sqrt(w).astype(dtype)[:, None]
+                Phi *= root
+                YP_b = YP_b * root
             sums.xx += Phi.T @ Phi
-            sums.xy += Phi.T @ YP[s : s + _BLOCK_ROWS]
+            sums.xy += Phi.T @ YP_b
     return sums
 
 
@@ -311,40 +330,24 @@ def reweighted_sums(
     loss_value : float
         ``(1/n) Σ_i L(r_i)`` at B over the same rows (missing entries masked).
     """
-    theta = np.asarray(data.theta, dtype=np.float64)
     dtype = input_features.dtype
-    Phi_theta = np.ascontiguousarray(Phi_theta, dtype=dtype)
     # predictions in the features' dtype (a float64 copy of every block of features would double the transient
     # memory of the pass); residuals and weights in float64
-    BPt = (np.asarray(B, dtype=np.float64) @ Phi_theta.T.astype(np.float64)).astype(dtype)  # (D_x, m)
-    sums = FeatureSums.zeros(input_features.n_features, Phi_theta.shape[1])
-    total = 0.0
+    P64 = np.asarray(Phi_theta, dtype=dtype).astype(np.float64)
+    BPt = (np.asarray(B, dtype=np.float64) @ P64.T).astype(dtype)  # (D_x, m)
     square = Square()
-    ids = range(data.n_chunks) if chunk_ids is None else [int(i) for i in chunk_ids]
-    chunks = data.iter_chunks(ids) if hasattr(data, "iter_chunks") else ((i, *data.chunk(i)) for i in ids)
-    for _, X_i, Y_i in chunks:
-        Y64 = np.asarray(Y_i, dtype=dtype).astype(np.float64)
-        missing = int(np.isnan(Y64).sum())
-        Y_fill = fill_missing(Y64, theta) if missing else Y64
-        sums.n_missing += missing
-        YP = Y_fill.astype(dtype) @ Phi_theta  # (c, D_θ)
-        for s in range(0, X_i.shape[0], _BLOCK_ROWS):
-            Phi = input_features.transform(X_i[s : s + _BLOCK_ROWS])
-            R = Y64[s : s + _BLOCK_ROWS] - Phi @ BPt  # NaN where unobserved: the loss masks them
-            total += float(np.sum(loss.curve_values(R)))
-            num = np.einsum("ij,ij->i", np.nan_to_num(loss.grad(R)), np.nan_to_num(R))
-            den = np.einsum("ij,ij->i", np.nan_to_num(square.grad(R)), np.nan_to_num(R))
-            # a curve fitted exactly has weight 1 (the quadratic part of every Huber loss)
-            w = np.divide(num, den, out=np.ones_like(num), where=den > 0)
-            # rows scaled by √w in place (Phi is this block's own array): products in the features' dtype,
-            # accumulated in float64, as in feature_sums; the O(n D_x²) Gram is the cost of a reweighting
-            root = np.sqrt(w).astype(dtype)[:, None]
-            Phi *= root
-            sums.xx += Phi.T @ Phi
-            sums.xy += Phi.T @ (YP[s : s + _BLOCK_ROWS] * root)
-            Yb = Y_fill[s : s + _BLOCK_ROWS]
-            sums.yy += float(np.einsum("i,ij,ij->", w, Yb, Yb))
-            sums.n += Phi.shape[0]
+    total = 0.0
+
+    def weights(Phi: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        nonlocal total
+        R = Y - Phi @ BPt  # NaN where unobserved: the losses mask them
+        total += float(np.sum(loss.curve_values(R)))
+        num = np.einsum("ij,ij->i", np.nan_to_num(loss.grad(R)), np.nan_to_num(R))
+        den = np.einsum("ij,ij->i", np.nan_to_num(square.grad(R)), np.nan_to_num(R))
+        # a curve fitted exactly has weight 1 (the quadratic part of every Huber loss)
+        return np.divide(num, den, out=np.ones_like(num), where=den > 0)
+
+    sums = feature_sums(data, input_features, Phi_theta, chunk_ids, weights=weights)
     return sums, total / max(sums.n, 1)
 
 
