@@ -41,12 +41,13 @@ from _common import (
 )
 from sklearn.exceptions import ConvergenceWarning
 
+from rffor._linalg import eigh_psd
 from rffor.datasets import add_outliers, make_synthetic
 from rffor.kernels import Gaussian
 from rffor.losses import EpsilonInsensitive, Huber, Square
 from rffor.solvers.admm import solve_admm
 from rffor.solvers.apgd import solve_apgd
-from rffor.solvers.dual import DualProblem, eigh_psd
+from rffor.solvers.dual import DualProblem
 
 LOSSES = {
     "square": lambda a: Square(),

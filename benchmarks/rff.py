@@ -56,10 +56,11 @@ from _common import (  # noqa: E402
     write_zarr_blocks,
 )
 
-from rffor.datasets import make_synthetic, nmse  # noqa: E402
+from rffor.datasets import make_synthetic  # noqa: E402
 from rffor.features import ExactOutputFactor, RandomFourierFeatures  # noqa: E402
 from rffor.kernels import Gaussian  # noqa: E402
 from rffor.losses import Huber, Square  # noqa: E402
+from rffor.metrics import nmse  # noqa: E402
 from rffor.solvers.closed_form import sylvester_kernel  # noqa: E402
 from rffor.solvers.dsgd import SGDConfig, SGDState, epoch_steps, partition_steps  # noqa: E402
 from rffor.solvers.rff import ArrayData, fit_rff  # noqa: E402

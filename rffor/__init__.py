@@ -2,7 +2,6 @@
 
 __version__ = "0.1.0"
 
-from .estimator import FunctionalRegressor  # noqa: E402
-from .io import load  # noqa: E402
+from .estimator import FunctionalRegressor, load  # noqa: E402
 
 __all__ = ["FunctionalRegressor", "load", "__version__"]

@@ -6,12 +6,24 @@ Every check raises before any work starts, with the argument named and what was 
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["check_X", "check_Y", "check_theta", "check_positive", "fill_missing"]
+__all__ = [
+    "check_X",
+    "check_Y",
+    "check_theta",
+    "check_real",
+    "check_int",
+    "check_choice",
+    "check_dtype",
+    "check_seed",
+    "check_generator",
+    "fill_missing",
+]
 
 
 def _as_real_array(A, name: str, shape_doc: str, dtype) -> np.ndarray:
@@ -127,13 +139,131 @@ def check_theta(theta, m: int, *, name: str = "theta") -> np.ndarray:
     return theta
 
 
-def check_positive(value, name: str, *, allow_zero: bool = False) -> float:
-    """A finite real number > 0 (or >= 0)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+def check_real(
+    value,
+    name: str,
+    *,
+    low: float = -math.inf,
+    high: float = math.inf,
+    low_open: bool = False,
+    high_open: bool = False,
+    allow_inf: bool = False,
+) -> float:
+    """A real number in an interval (a bool is refused); returns it as a float.
+
+    Parameters
+    ----------
+    value : object
+    name : str
+        Argument name, for the message.
+    low, high : float
+        Bounds of the interval; ``low_open`` / ``high_open`` exclude them.
+    allow_inf : bool, default False
+        Whether ±inf is accepted (when inside the bounds).
+
+    Raises
+    ------
+    TypeError
+        ``value`` is not a real number.
+    ValueError
+        ``value`` is NaN, infinite (unless allowed) or outside the interval.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {value!r}")
-    if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"{name} must be a finite number {'>=' if allow_zero else '>'} 0, got {value!r}")
-    return float(value)
+    value = float(value)
+    bad = (
+        math.isnan(value)
+        or (math.isinf(value) and not allow_inf)
+        or value < low
+        or value > high
+        or (low_open and value == low)
+        or (high_open and value == high)
+    )
+    if bad:
+        parts = []
+        if low > -math.inf:
+            parts.append(f"{'>' if low_open else '>='} {low:g}")
+        if high < math.inf:
+            parts.append(f"{'<' if high_open else '<='} {high:g}")
+        finite = "" if allow_inf else "finite "
+        raise ValueError(f"{name} must be a {finite}number {' and '.join(parts)}".rstrip() + f", got {value!r}")
+    return value
+
+
+def check_int(value, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
+    """An integer (a bool is refused) in ``[minimum, maximum]``; returns it as an int.
+
+    Raises
+    ------
+    ValueError
+        Not an integer, or out of range (the message names the argument and the range).
+    """
+    ok = not isinstance(value, (bool, np.bool_)) and isinstance(value, numbers.Integral)
+    ok = ok and (minimum is None or value >= minimum) and (maximum is None or value <= maximum)
+    if not ok:
+        if minimum is not None and maximum is not None:
+            what = f"an integer in [{minimum}, {maximum}]"
+        elif minimum is not None:
+            what = f"an integer >= {minimum}"
+        elif maximum is not None:
+            what = f"an integer <= {maximum}"
+        else:
+            what = "an integer"
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    return int(value)
+
+
+def check_choice(value, name: str, options):
+    """``value`` if it is one of ``options``, else a ValueError listing them."""
+    if not any(value == o and type(value) is type(o) for o in options):
+        raise ValueError(f"{name} must be one of {sorted(options, key=repr)}, got {value!r}")
+    return value
+
+
+def check_dtype(dtype, name: str = "dtype") -> np.dtype:
+    """``float32`` or ``float64`` (any spelling NumPy understands); returns the NumPy dtype."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"{name} must be 'float32' or 'float64', got {dtype!r}") from None
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"{name} must be 'float32' or 'float64', got {dtype!r}")
+    return dt
+
+
+def check_seed(random_state) -> int:
+    """An int seed: from None (fresh OS entropy), an int >= 0, a numpy Generator or RandomState (drawn from it).
+
+    Every random draw of a fit derives from this one integer (feature maps, DSGD streams), so that it can be
+    recorded in a checkpoint or a model file and the fit reproduced.
+    """
+    if random_state is None:
+        return int(np.random.SeedSequence().entropy % (2**63))
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, (bool, np.bool_)):
+        if random_state < 0:
+            raise ValueError(f"random_state must be a non-negative int, got {random_state!r}")
+        return int(random_state)
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(2**63))
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(2**31 - 1))
+    raise ValueError(f"random_state must be None, an int, a numpy Generator or RandomState, got {random_state!r}")
+
+
+def check_generator(random_state) -> np.random.Generator:
+    """A numpy Generator from None, an int >= 0, a SeedSequence, or a Generator (returned as is)."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if random_state is None or isinstance(random_state, np.random.SeedSequence):
+        return np.random.default_rng(random_state)
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, (bool, np.bool_)):
+        if random_state < 0:
+            raise ValueError(f"random_state must be a non-negative integer, got {random_state!r}")
+        return np.random.default_rng(int(random_state))
+    raise ValueError(
+        "random_state must be None, a non-negative int, a numpy.random.SeedSequence or a "
+        f"numpy.random.Generator, got {random_state!r}"
+    )
 
 
 def fill_missing(Y: np.ndarray, theta: np.ndarray) -> np.ndarray:

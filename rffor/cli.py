@@ -203,62 +203,16 @@ def _prediction_grid(est, theta_data: np.ndarray) -> np.ndarray | None:
     return theta_data
 
 
-class _Moments:
-    """Per-location count, mean and sum of squared deviations of observed values (Chan et al. merging)."""
-
-    def __init__(self, m: int):
-        self.count = np.zeros(m)
-        self.mean = np.zeros(m)
-        self.m2 = np.zeros(m)
-
-    def add(self, Y: np.ndarray) -> None:
-        mask = ~np.isnan(Y)
-        cnt = mask.sum(axis=0).astype(np.float64)
-        Y0 = np.where(mask, Y, 0.0)
-        mean_b = np.divide(Y0.sum(axis=0), cnt, out=np.zeros_like(cnt), where=cnt > 0)
-        m2_b = (np.where(mask, Y0 - mean_b, 0.0) ** 2).sum(axis=0)
-        total = self.count + cnt
-        delta = mean_b - self.mean
-        frac = np.divide(cnt, total, out=np.zeros_like(cnt), where=total > 0)
-        self.mean = self.mean + delta * frac
-        self.m2 = self.m2 + m2_b + delta**2 * self.count * frac
-        self.count = total
-
-
 def evaluate_model(est, ds) -> dict:
     """MSE, NMSE (MATH.md §7) and R² (as ``FunctionalRegressor.score``) over the observed entries of a dataset,
-    computed chunk by chunk."""
+    computed chunk by chunk (:class:`rffor.metrics.CurveScores`)."""
+    from .metrics import CurveScores
+
     theta = _prediction_grid(est, ds.theta)
-    m = ds.m
-    sse, n, observed = 0.0, 0, 0
-    ss_res = np.zeros(m)
-    moments = _Moments(m)
+    scores = CurveScores(ds.m)
     for _, X_i, Y_i in ds.iter_chunks():
-        Y_i = np.asarray(Y_i, dtype=np.float64)
-        P = _predict_block(est, X_i, theta).astype(np.float64)
-        mask = ~np.isnan(Y_i)
-        R = np.where(mask, Y_i - P, 0.0)
-        sse += float(np.sum(R**2))
-        ss_res += np.sum(R**2, axis=0)
-        n += Y_i.shape[0]
-        observed += int(mask.sum())
-        moments.add(Y_i)
-    ok = moments.count > 0
-    ss_tot = moments.m2
-    r2 = np.where(
-        ss_tot > 0,
-        1 - np.divide(ss_res, ss_tot, out=np.zeros(m), where=ss_tot > 0),
-        np.where(ss_res > 0, 0.0, 1.0),
-    )
-    mse = sse / n
-    return {
-        "n": n,
-        "m": m,
-        "observed": observed,
-        "mse": mse,
-        "nmse": mse / m,
-        "r2": float(np.mean(r2[ok])) if ok.any() else float("nan"),
-    }
+        scores.add(Y_i, _predict_block(est, X_i, theta))
+    return scores.as_dict()
 
 
 def _format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -425,7 +379,7 @@ def cmd_fit(args) -> int:
 
 
 def _load_model(path: str):
-    from .io import load
+    from .estimator import load
 
     return load(path)
 
@@ -624,10 +578,11 @@ def cmd_demo(args) -> int:
     import contextlib
 
     from . import data as data_mod
-    from .datasets import make_synthetic, mse
+    from .datasets import make_synthetic
     from .estimator import FunctionalRegressor
     from .kernels import Gaussian
     from .losses import Huber, Square
+    from .metrics import mse
 
     cfg = _demo_settings(args)
     n, n_test, m = cfg["n"], cfg["n_test"], cfg["m"]
@@ -813,6 +768,8 @@ def _common(debug_default) -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
+    from .losses import LOSS_ALIASES
+    from .solvers import EXACT_SOLVERS, solver_default
 
     parser = argparse.ArgumentParser(
         prog="rffor",
@@ -913,7 +870,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("data", metavar="DATA", help="training data (Zarr store written by make-data or rffor.data.write)")
     p.add_argument(
         "--loss",
-        choices=["square", "huber1", "huber2", "eps2", "epsinf"],
+        choices=list(LOSS_ALIASES),
         default="square",
         help="loss: square; huber1 (robust to outlying points) or huber2 (to outlying curves), with --kappa; eps2 "
         "or epsinf (sparse), with --epsilon",
@@ -923,7 +880,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lam", type=_float_in(0, low_open=True), default=1e-4, help="regularisation λ")
     p.add_argument(
         "--solver",
-        choices=["auto", "admm", "apgd", "rff"],
+        choices=["auto", *EXACT_SOLVERS, "rff"],
         default="auto",
         help="auto: admm up to 5000 curves, rff above",
     )
@@ -984,7 +941,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-iter",
         type=_int_at_least(1),
         default=None,
-        help="exact solvers: iteration cap (default 2000 for admm, 20000 for apgd)",
+        help="exact solvers: iteration cap (default "
+        + ", ".join(f"{solver_default(name, 'max_iter')} for {name}" for name in EXACT_SOLVERS)
+        + ")",
     )
     p.add_argument("--scheduler", default=None, metavar="ADDRESS", help="rff: Dask scheduler, e.g. tcp://host:8786")
     p.add_argument("--checkpoint", default=None, metavar="PATH", help="rff: checkpoint file written every round")

@@ -36,7 +36,7 @@ import zarr.errors
 
 from ._atomic import replace_directory
 
-__all__ = ["Dataset", "FORMAT_VERSION", "open", "open_dataset", "write"]
+__all__ = ["Dataset", "FORMAT_VERSION", "open", "write"]
 
 FORMAT_VERSION = 1
 """Version of the on-disk format written by :func:`write` (group attribute ``rffor_format``)."""
@@ -676,9 +676,6 @@ def open(  # noqa: A001 - deliberately shadows the builtin inside this module
     if validate == "full":
         _scan(ds)
     return ds
-
-
-open_dataset = open
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Synthetic functional data, outlier corruptions and error metrics (MATH.md §7).
+"""Synthetic functional data and outlier corruptions (MATH.md §7); error metrics are in :mod:`rffor.metrics`.
 
 The generator and the three outlier types follow Lambert, Bouche, Szabó & d'Alché-Buc (ICML 2022; seed paper
 000), §5.1 and appendix B.2.1. Conventions fixed here where the paper leaves room:
@@ -10,7 +10,7 @@ The generator and the three outlier types follow Lambert, Bouche, Szabó & d'Alc
   ``L z`` with ``L`` the Cholesky factor of the covariance matrix (plus a tiny jitter) and ``z ~ N(0, I)``.
 - All randomness comes from the ``random_state`` argument; there is no global state.
 
-Public functions: :func:`make_synthetic`, :func:`add_outliers`, :func:`mse`, :func:`nmse`, and the real-data loader
+Public functions: :func:`make_synthetic`, :func:`sample_synthetic`, :func:`add_outliers`, and the real-data loader
 :func:`load_gait` (defined in :mod:`rffor.realdata`, which needs the optional ``realdata`` extra when called).
 """
 
@@ -23,9 +23,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.utils import Bunch
 
+from ._validation import check_generator, check_int, check_real
 from .realdata import load_gait
 
-__all__ = ["make_synthetic", "sample_synthetic", "add_outliers", "load_gait", "mse", "nmse"]
+__all__ = ["make_synthetic", "sample_synthetic", "add_outliers", "load_gait"]
 
 #: Length scales of the r = 4 components of the synthetic data (paper 000, B.2.1).
 SYNTHETIC_LENGTH_SCALES: tuple[float, ...] = (0.05, 0.1, 0.5, 0.7)
@@ -41,38 +42,6 @@ _FLOOR_EPS = 1e-9
 # ----------------------------------------------------------------------------------------------------------------
 # argument checking
 # ----------------------------------------------------------------------------------------------------------------
-
-
-def _check_rng(random_state: RandomStateLike) -> np.random.Generator:
-    """Return a NumPy Generator from None, a non-negative int, a SeedSequence or a Generator (used as is)."""
-    if isinstance(random_state, np.random.Generator):
-        return random_state
-    if random_state is None or isinstance(random_state, np.random.SeedSequence):
-        return np.random.default_rng(random_state)
-    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
-        if random_state < 0:
-            raise ValueError(f"random_state must be a non-negative integer, got {random_state!r}")
-        return np.random.default_rng(int(random_state))
-    raise ValueError(
-        "random_state must be None, a non-negative int, a numpy.random.SeedSequence or a "
-        f"numpy.random.Generator, got {random_state!r}"
-    )
-
-
-def _check_int(value: object, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _check_real(
-    value: object, name: str, *, low: float = -np.inf, high: float = np.inf, what: str | None = None
-) -> float:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    ok = ok and np.isfinite(value) and low <= value <= high
-    if not ok:
-        raise ValueError(f"{name} must be {what or f'a real number in [{low}, {high}]'}, got {value!r}")
-    return float(value)
 
 
 def _check_kind(kind: int | str) -> int:
@@ -238,15 +207,15 @@ def make_synthetic(
     >>> data.X_train.shape, data.Y_train.shape, data.Y_test.shape
     ((100, 100), (100, 30), (50, 30))
     """
-    n_train = _check_int(n_train, "n_train", 1)
-    n_test = _check_int(n_test, "n_test", 0)
-    m = _check_int(m, "m", 1)
+    n_train = check_int(n_train, "n_train", 1)
+    n_test = check_int(n_test, "n_test", 0)
+    m = check_int(m, "m", 1)
     r = len(SYNTHETIC_LENGTH_SCALES)
-    p_in = _check_int(p_in, "p_in", r if nonlinear else 1)
+    p_in = check_int(p_in, "p_in", r if nonlinear else 1)
     if not isinstance(nonlinear, bool | np.bool_):
         raise ValueError(f"nonlinear must be a bool, got {nonlinear!r}")
-    noise = _check_real(noise, "noise", low=0.0, what="a finite real number >= 0")
-    rng = _check_rng(random_state)
+    noise = check_real(noise, "noise", low=0.0)
+    rng = check_generator(random_state)
 
     theta_in = np.linspace(0.0, 1.0, p_in)
     theta = np.linspace(0.0, 1.0, m)
@@ -315,10 +284,10 @@ def sample_synthetic(
             f"components_in and components_out must have {r} rows (the curves of make_synthetic), got "
             f"{G_in.shape[0]} and {G_out.shape[0]}"
         )
-    n = _check_int(n, "n", 0)
+    n = check_int(n, "n", 0)
     if not isinstance(nonlinear, bool | np.bool_):
         raise ValueError(f"nonlinear must be a bool, got {nonlinear!r}")
-    U = _check_rng(random_state).uniform(-0.5, 0.5, size=(n, r))
+    U = check_generator(random_state).uniform(-0.5, 0.5, size=(n, r))
     return U @ G_in, (_nonlinear_coefficients(U) if nonlinear else U) @ G_out
 
 
@@ -388,12 +357,12 @@ def add_outliers(
     """
     Y = _as_float_2d(Y, "Y")
     kind = _check_kind(kind)
-    tau = _check_real(tau, "tau", low=0.0, high=1.0)
-    xi = _check_real(xi, "xi", low=0.0, high=1.0)
-    zeta = _check_real(zeta, "zeta", low=0.0, what="a finite real number >= 0")
+    tau = check_real(tau, "tau", low=0.0, high=1.0)
+    xi = check_real(xi, "xi", low=0.0, high=1.0)
+    zeta = check_real(zeta, "zeta", low=0.0)
     if not isinstance(additive, bool | np.bool_):
         raise ValueError(f"additive must be a bool, got {additive!r}")
-    rng = _check_rng(random_state)
+    rng = check_generator(random_state)
 
     n, m = Y.shape
     out = Y.copy()
@@ -430,61 +399,3 @@ def add_outliers(
     rows[missing] = np.nan
     out[idx] = rows
     return out, idx
-
-
-def _residuals(Y_true: ArrayLike, Y_pred: ArrayLike) -> tuple[np.ndarray, int, int]:
-    Y_true = np.asarray(Y_true, dtype=np.float64)
-    Y_pred = np.asarray(Y_pred, dtype=np.float64)
-    if Y_true.ndim == 1:
-        Y_true = Y_true[None, :]
-    if Y_pred.ndim == 1:
-        Y_pred = Y_pred[None, :]
-    if Y_true.ndim != 2:
-        raise ValueError(f"Y_true must be a 1-D or 2-D array, got shape {Y_true.shape}")
-    if Y_pred.shape != Y_true.shape:
-        raise ValueError(f"Y_pred must have the shape of Y_true {Y_true.shape}, got {Y_pred.shape}")
-    n, m = Y_true.shape
-    if n == 0 or m == 0:
-        raise ValueError(f"Y_true must have at least one row and one column, got shape {Y_true.shape}")
-    R = np.where(np.isnan(Y_true), 0.0, Y_true - Y_pred)
-    return R, n, m
-
-
-def mse(Y_true: ArrayLike, Y_pred: ArrayLike) -> float:
-    """Mean squared error of curves, ``(1/n) Σ_i Σ_j (y_ij − ŷ_ij)²`` over observed entries (MATH.md §7).
-
-    This is the metric of paper 000's tables: a sum over the grid, a mean over samples.
-
-    Parameters
-    ----------
-    Y_true : array-like of shape (n, m) or (m,)
-        True curves; NaN entries are missing and ignored (they contribute 0). A 1-D array is one curve.
-    Y_pred : array-like of the same shape
-        Predicted curves. Non-finite predictions at observed entries make the result non-finite.
-
-    Returns
-    -------
-    float
-    """
-    R, n, _ = _residuals(Y_true, Y_pred)
-    return float(np.sum(R**2) / n)
-
-
-def nmse(Y_true: ArrayLike, Y_pred: ArrayLike) -> float:
-    """Normalised mean squared error, ``mse(Y_true, Y_pred) / m`` (MATH.md §7).
-
-    With no missing values this is the mean of ``(y_ij − ŷ_ij)²`` over all entries.
-
-    Parameters
-    ----------
-    Y_true : array-like of shape (n, m) or (m,)
-        True curves; NaN entries are missing and ignored. A 1-D array is one curve.
-    Y_pred : array-like of the same shape
-        Predicted curves.
-
-    Returns
-    -------
-    float
-    """
-    R, n, m = _residuals(Y_true, Y_pred)
-    return float(np.sum(R**2) / (n * m))

@@ -14,16 +14,22 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_theta, check_X, check_Y, fill_missing
+from .io import json_value
 from .kernels import Gaussian, Kernel
 from .losses import Loss, Square
-from .solvers.admm import solve_admm
-from .solvers.apgd import solve_apgd
+from .solvers import EXACT_SOLVERS, solver_default
 from .solvers.dual import DualProblem
 
-__all__ = ["FunctionalRegressor"]
+__all__ = ["FunctionalRegressor", "load"]
 
 #: above this many curves, solver="auto" uses random features (the exact dual holds an n × n Gram matrix)
 AUTO_EXACT_MAX_N = 5000
+
+#: parameters describing where and how a fit ran, not the model: reset to their defaults in a saved model
+_RUNTIME_PARAMS = ("client", "security", "scheduler_address", "checkpoint", "resume")
+
+#: estimator classes that model files can name (:func:`load`); subclasses register themselves
+_ESTIMATORS: dict[str, type] = {}
 
 
 def _is_dataset(obj) -> bool:
@@ -55,7 +61,8 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
     tol : float, default 1e-6
         Exact solvers: stop at this relative duality gap.
     max_iter : int or None, default None
-        Exact solvers: iteration cap (None: 2000 for ADMM, 20000 for APGD); reaching it warns.
+        Exact solvers: iteration cap (None: the solver's default, :data:`rffor.solvers.EXACT_SOLVERS`: 2000 for
+        ADMM, 20000 for APGD); reaching it warns.
     n_features_x : int, default 1000
         rff: number D_x of random Fourier features of k_X (even).
     output_features : {"exact", "rff"}, default "exact"
@@ -321,8 +328,6 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
 
     def _fit_exact(self, X: np.ndarray, Y: np.ndarray, theta: np.ndarray):
         n, m = Y.shape
-        if self.representation == "eigen" and self.solver_ != "apgd" and self.solver_ != "admm":
-            raise ValueError("representation='eigen' is for the exact solvers")
         loss = self.loss_
         # every check before any work (DESIGN.md, "Errors users should get")
         r = m if self.n_eig is None else self.n_eig
@@ -347,12 +352,9 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
                 if it % max(1, int(self.verbose) * 10) == 0:
                     print(f"[rffor {self.solver_}] iteration {it}: relative gap {gap:.3e}", flush=True)
 
-        if self.solver_ == "admm":
-            max_iter = 2000 if self.max_iter is None else self.max_iter
-            result = solve_admm(problem, tol=self.tol, max_iter=max_iter, callback=callback)
-        else:
-            max_iter = 20_000 if self.max_iter is None else self.max_iter
-            result = solve_apgd(problem, tol=self.tol, max_iter=max_iter, callback=callback)
+        solve = EXACT_SOLVERS[self.solver_]
+        max_iter = solver_default(self.solver_, "max_iter") if self.max_iter is None else self.max_iter
+        result = solve(problem, tol=self.tol, max_iter=max_iter, callback=callback)
         self.dual_coef_ = result.coef
         self.n_iter_ = result.n_iter
         self.duality_gap_ = result.gap
@@ -485,45 +487,236 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         -------
         score : float
         """
-        Y = np.asarray(Y, dtype=np.float64)
-        Y_hat = np.asarray(self.predict(X), dtype=np.float64)
-        if Y.ndim == 1:
-            Y, Y_hat = Y[:, None], Y_hat.reshape(-1, 1)
-        if Y.shape != Y_hat.shape:
-            raise ValueError(f"Y has shape {Y.shape}, expected {Y_hat.shape}")
-        w = ~np.isnan(Y) if sample_weight is None else (~np.isnan(Y)) * np.asarray(sample_weight)[:, None]
-        Y0 = np.where(np.isnan(Y), 0.0, Y)
-        count = w.sum(axis=0)
-        mean = np.divide((w * Y0).sum(axis=0), count, out=np.zeros(Y.shape[1]), where=count > 0)
-        ss_res = (w * (Y0 - Y_hat) ** 2).sum(axis=0)
-        ss_tot = (w * (Y0 - mean) ** 2).sum(axis=0)
-        r2 = np.where(
-            ss_tot > 0,
-            1 - np.divide(ss_res, ss_tot, out=np.zeros_like(ss_res), where=ss_tot > 0),
-            np.where(ss_res > 0, 0.0, 1.0),
-        )
-        return float(np.mean(r2[count > 0]))
+        from .metrics import r2_score
 
-    def save(self, path, **kwargs):
-        """Save the fitted model without pickle; :func:`rffor.load` reads it back (format: :mod:`rffor.io`).
+        return r2_score(Y, self.predict(X), sample_weight)
+
+    # ---------------------------------------------------------------- state
+    def _get_fitted_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """What ``fit`` learned: a JSON-serialisable dict and named arrays (the model file of :meth:`save`).
+
+        Exact solvers store ``theta``, ``x_fit``, ``dual_coef`` and the prediction weights ``w``, ``w_grid`` (so
+        that ``predict`` is the same computation as before saving); random features store ``theta``, ``coef`` (B),
+        ``phi_theta_grid`` and the feature maps' own states (``input_*``, ``output_*``; see
+        :func:`rffor.features.feature_map_from_state`).
+        """
+        check_is_fitted(self, "solver_")
+        gap = getattr(self, "duality_gap_", None)
+        fitted = {
+            "solver": self.solver_,
+            "loss": self.loss_.to_spec(),
+            "kernel_x": self.kernel_x_.to_spec(),
+            "kernel_theta": self.kernel_theta_.to_spec(),
+            "n_features_in": int(self.n_features_in_),
+            "y_1d": bool(self._y_1d),
+            "n_iter": int(self.n_iter_),
+            "duality_gap": None if gap is None else float(gap),
+        }
+        arrays = {"theta": self.theta_, "objective_history": np.asarray(self.objective_history_, dtype=np.float64)}
+        if self.solver_ != "rff":
+            fitted["solver_state"] = {}
+            arrays.update(x_fit=self.X_fit_, dual_coef=self.dual_coef_, w=self._W, w_grid=self._W_grid)
+            return fitted, arrays
+        spec_in, arrays_in = self.input_features_.get_state()
+        spec_out, arrays_out = self.output_features_.get_state()
+        arrays.update(coef=self.coef_, phi_theta_grid=self._Phi_theta_grid)
+        arrays.update({f"input_{k}": v for k, v in arrays_in.items()})
+        arrays.update({f"output_{k}": v for k, v in arrays_out.items()})
+        history = getattr(self, "rff_history_", None)
+        fitted["solver_state"] = {
+            "input_features": spec_in,
+            "output_features": spec_out,
+            "random_state": int(self.random_state_),
+            "method": self.rff_method_,
+            "history": history if json_value(history) else None,
+        }
+        return fitted, arrays
+
+    def _set_fitted_state(self, fitted: dict, arrays: dict[str, np.ndarray]) -> None:
+        """Inverse of :meth:`_get_fitted_state`; raises ValueError naming what is inconsistent."""
+        from .features import feature_map_from_state
+        from .kernels import kernel_from_spec
+        from .losses import loss_from_spec
+
+        solver = fitted.get("solver")
+        if solver not in ("admm", "apgd", "rff"):
+            raise ValueError(f"unknown solver {solver!r}")
+        d = fitted.get("n_features_in")
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise ValueError(f"n_features_in must be a positive integer, got {d!r}")
+        theta = _saved_array(arrays, "theta")
+        if not (theta.ndim == 1 and theta.size >= 1 and np.all(np.isfinite(theta))):
+            raise ValueError("theta is not a finite grid")
+        self.solver_ = solver
+        self.loss_ = loss_from_spec(fitted["loss"])
+        self.kernel_x_ = kernel_from_spec(fitted["kernel_x"])
+        self.kernel_theta_ = kernel_from_spec(fitted["kernel_theta"])
+        self.n_features_in_ = d
+        self._y_1d = bool(fitted.get("y_1d", False))
+        self.n_iter_ = int(fitted["n_iter"])
+        if fitted.get("duality_gap") is not None:
+            self.duality_gap_ = float(fitted["duality_gap"])
+        self.theta_ = theta
+        self.objective_history_ = _saved_array(arrays, "objective_history")
+        m = theta.shape[0]
+        if solver != "rff":
+            X_fit, W, W_grid = (_saved_array(arrays, k) for k in ("x_fit", "w", "w_grid"))
+            if not (X_fit.ndim == 2 and X_fit.shape[1] == d):
+                raise ValueError("x_fit does not have n_features_in columns")
+            n = X_fit.shape[0]
+            if W.shape != (n, m) or W_grid.shape != (n, m):
+                raise ValueError("the prediction weights do not match (n, m)")
+            A = _saved_array(arrays, "dual_coef")
+            if not (A.ndim == 2 and A.shape[0] == n):
+                raise ValueError("dual_coef has a wrong shape")
+            self.X_fit_, self.dual_coef_, self._W, self._W_grid = X_fit, A, W, W_grid
+            return
+        state = fitted.get("solver_state") or {}
+        spec_in, spec_out = state.get("input_features"), state.get("output_features")
+        if not (isinstance(spec_in, dict) and isinstance(spec_out, dict)):
+            raise ValueError("the feature maps are not described")
+        inp = feature_map_from_state(spec_in, {k[6:]: v for k, v in arrays.items() if k.startswith("input_")})
+        out = feature_map_from_state(spec_out, {k[7:]: v for k, v in arrays.items() if k.startswith("output_")})
+        if getattr(inp, "dim", d) != d:
+            raise ValueError("the input feature map does not match n_features_in")
+        coef, phi = _saved_array(arrays, "coef"), _saved_array(arrays, "phi_theta_grid")
+        if coef.shape != (inp.n_features, out.n_features):
+            raise ValueError(f"coef has shape {coef.shape}, expected {(inp.n_features, out.n_features)}")
+        if phi.shape != (m, out.n_features):
+            raise ValueError("phi_theta_grid does not match the grid and features")
+        rs = state.get("random_state")
+        if isinstance(rs, bool) or not isinstance(rs, int):
+            raise ValueError("random_state must be an integer")
+        self.coef_, self.input_features_, self.output_features_ = coef, inp, out
+        self._Phi_theta_grid = phi
+        self.random_state_ = rs
+        self.rff_method_ = state.get("method")
+        self.rff_history_ = state.get("history")
+
+    def save(self, path, *, format: str | None = None) -> str:  # noqa: A002
+        """Save the fitted model without pickle; :func:`rffor.load` reads it back.
+
+        The file is the container of :mod:`rffor.io` (JSON metadata + ``.npy`` arrays, zip or directory, written
+        atomically) holding the constructor parameters (runtime ones such as ``client`` or ``checkpoint`` are
+        reset and listed under ``not_saved``) and :meth:`_get_fitted_state`.
 
         Parameters
         ----------
         path : str or os.PathLike
-            Destination, e.g. ``"model.rffor"`` (a zip file; ``format="directory"`` writes a directory).
-        **kwargs
-            Passed to :func:`rffor.io.save`.
+            Destination, e.g. ``"model.rffor"``.
+        format : {"zip", "directory"} or None, default None
+            See :func:`rffor.io.write`.
 
         Returns
         -------
         path : str
         """
-        from .io import save
+        from .io import write
 
-        return save(self, path, **kwargs)
+        fitted, arrays = self._get_fitted_state()
+        params, not_saved = _params_for_save(self)
+        meta = {"estimator": type(self).__name__, "params": params, "not_saved": not_saved, "fitted": fitted}
+        return write(path, meta, arrays, format=format)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _ESTIMATORS[cls.__name__] = cls
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         tags.target_tags.single_output = True
         return tags
+
+
+# ------------------------------------------------------------------------------------------------- model files
+def _saved_array(arrays: dict[str, np.ndarray], name: str) -> np.ndarray:
+    if name not in arrays:
+        raise ValueError(f"array {name!r} is missing")
+    return arrays[name]
+
+
+def _params_for_save(est) -> tuple[dict, list[str]]:
+    """The constructor parameters as JSON (losses and kernels as specs) and the names of those not saved."""
+    params, not_saved = {}, []
+    for name, value in est.get_params(deep=False).items():
+        if name in _RUNTIME_PARAMS:
+            if value is not None and value is not False:
+                not_saved.append(name)
+        elif hasattr(value, "to_spec"):
+            params[name] = value.to_spec()
+        elif name == "random_state" and not (
+            value is None or (isinstance(value, numbers.Integral) and not isinstance(value, bool))
+        ):
+            not_saved.append(name)
+            params[name] = None
+        elif json_value(value):
+            params[name] = value.item() if isinstance(value, np.generic) else value
+        else:
+            not_saved.append(name)
+    return params, not_saved
+
+
+def _params_from_saved(cls, params: dict) -> dict:
+    from .kernels import kernel_from_spec
+    from .losses import loss_from_spec
+
+    known = cls().get_params(deep=False)
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise ValueError(f"unknown estimator parameters {unknown}")
+    params = dict(params)
+    for name, value in params.items():
+        if isinstance(value, dict) and name == "loss":
+            params[name] = loss_from_spec(value)
+        elif isinstance(value, dict) and name.startswith("kernel"):
+            params[name] = kernel_from_spec(value)
+    return params
+
+
+def load(path):
+    """Load a model saved by ``save`` (:class:`FunctionalRegressor` or another rffor estimator).
+
+    Nothing in the file can execute code: JSON metadata and ``.npy`` arrays read with ``allow_pickle=False``
+    (:func:`rffor.io.read` checks the container); the estimator class named in the file rebuilds itself from it.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A zip file or a directory written by ``save``.
+
+    Returns
+    -------
+    estimator
+        Fitted; predicts exactly as the saved estimator did.
+
+    Raises
+    ------
+    FileNotFoundError
+        Nothing at ``path``.
+    ValueError
+        ``path`` is not an rffor model, has another format version, or is truncated or corrupted.
+    """
+    import os
+
+    from .io import read
+
+    path = os.fspath(path)
+    meta, arrays = read(path)
+    try:
+        cls = _ESTIMATORS.get(meta.get("estimator"))
+        if cls is None:
+            raise ValueError(f"unknown estimator {meta.get('estimator')!r}")
+        for key in ("params", "fitted"):
+            if not isinstance(meta.get(key), dict):
+                raise ValueError(f"metadata field {key!r} is missing or not an object")
+        est = cls(**_params_from_saved(cls, meta["params"]))
+        est._set_fitted_state(meta["fitted"], arrays)
+    except ValueError as exc:
+        raise ValueError(f"{path!r} is corrupted: {exc}") from None
+    except (TypeError, KeyError, IndexError, AttributeError) as exc:
+        raise ValueError(f"{path!r} is corrupted: inconsistent model state ({type(exc).__name__}: {exc})") from None
+    return est
+
+
+_ESTIMATORS[FunctionalRegressor.__name__] = FunctionalRegressor

@@ -12,6 +12,11 @@ frequencies again from the seed wherever it is used (a Dask worker, a reloaded m
 
 Seeds are an int or a tuple of ints ``(entropy, *key)``; a tuple means ``np.random.SeedSequence(entropy,
 spawn_key=key)``, which is how one ``random_state`` yields independent streams (see :func:`seed_sequence`).
+
+Every feature map saves and restores its own state: ``get_state()`` returns a JSON-serialisable ``spec`` (with a
+``kind``) and the arrays that define the map (frequencies, factors: the *values*, since NumPy does not promise the
+same random stream across versions and an eigendecomposition may differ in sign across BLAS builds), and
+:func:`feature_map_from_state` rebuilds the map from them, validating shapes and dtypes.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ._linalg import eigh_psd
+from ._validation import check_dtype, check_int
 from .kernels import Kernel, as_2d_points
 
 __all__ = [
@@ -28,6 +35,7 @@ __all__ = [
     "ExactOutputFactor",
     "RandomOutputFeatures",
     "make_output_features",
+    "feature_map_from_state",
     "seed_sequence",
 ]
 
@@ -35,6 +43,47 @@ Seed = int | Sequence[int]
 
 #: rows transformed at once by :meth:`RandomFourierFeatures.transform` when ``block_rows`` is not given
 _DEFAULT_BLOCK_ROWS = 8192
+
+#: feature-map classes by the ``kind`` of their state (see :func:`feature_map_from_state`)
+_KINDS: dict[str, type] = {}
+
+
+def _register(cls: type) -> type:
+    _KINDS[cls.kind] = cls
+    return cls
+
+
+def feature_map_from_state(spec: dict, arrays: dict[str, np.ndarray]):
+    """Rebuild a feature map from ``get_state()`` (any kind of this module).
+
+    Parameters
+    ----------
+    spec : dict
+        The JSON part, with ``spec["kind"]``.
+    arrays : dict of str to ndarray
+        The arrays part.
+
+    Raises
+    ------
+    ValueError
+        Unknown kind, or arrays of the wrong shape or dtype.
+    """
+    kind = spec.get("kind") if isinstance(spec, dict) else None
+    if kind not in _KINDS:
+        raise ValueError(f"unknown feature map kind {kind!r}; expected one of {sorted(_KINDS)}")
+    return _KINDS[kind].from_state(spec, arrays)
+
+
+def _state_array(arrays: dict, name: str, shape: tuple, dtype=None) -> np.ndarray:
+    """``arrays[name]`` checked for presence, shape and (optionally) dtype."""
+    a = arrays.get(name) if isinstance(arrays, dict) else None
+    if not isinstance(a, np.ndarray):
+        raise ValueError(f"feature map array {name!r} is missing")
+    if a.shape != tuple(shape):
+        raise ValueError(f"feature map array {name!r} has shape {a.shape}, expected {tuple(shape)}")
+    if dtype is not None and a.dtype != np.dtype(dtype):
+        raise ValueError(f"feature map array {name!r} has dtype {a.dtype}, expected {np.dtype(dtype)}")
+    return a
 
 
 def seed_sequence(seed: Seed | np.random.SeedSequence) -> np.random.SeedSequence:
@@ -71,28 +120,13 @@ def _seed_tuple(seed) -> int | tuple[int, ...]:
     return int(seed) if isinstance(seed, numbers.Integral) else tuple(int(s) for s in seed)
 
 
-def _check_dtype(dtype) -> np.dtype:
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}") from None
-    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
-    return dt
-
-
 def _check_kernel(kernel, name: str) -> Kernel:
     if not isinstance(kernel, Kernel):
         raise TypeError(f"{name} must be an rffor.kernels.Kernel (Gaussian, Laplacian), got {kernel!r}")
     return kernel
 
 
-def _check_int(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
+@_register
 class RandomFourierFeatures:
     """Random Fourier features of a translation-invariant kernel (Rahimi & Recht 2007; MATH.md §4).
 
@@ -118,14 +152,16 @@ class RandomFourierFeatures:
         Frequencies, in ``dtype``; regenerated from the seed on first use (not pickled).
     """
 
+    kind = "rff"
+
     def __init__(self, kernel: Kernel, n_features: int, dim: int, seed: Seed, dtype=np.float32):
         self.kernel = _check_kernel(kernel, "kernel")
-        self.n_features = _check_int(n_features, "n_features", 2)
+        self.n_features = check_int(n_features, "n_features", 2)
         if self.n_features % 2:
             raise ValueError(f"n_features must be even (cos and sin of each frequency), got {n_features}")
-        self.dim = _check_int(dim, "dim", 1)
+        self.dim = check_int(dim, "dim", 1)
         self.seed = _seed_tuple(seed)
-        self.dtype = _check_dtype(dtype)
+        self.dtype = check_dtype(dtype)
         self._W: np.ndarray | None = None
 
     # ------------------------------------------------------------------ state
@@ -150,9 +186,9 @@ class RandomFourierFeatures:
         )
 
     def to_spec(self) -> dict:
-        """A JSON-serialisable description from which the same map is rebuilt (:meth:`from_spec`)."""
+        """A JSON-serialisable description: kernel, size, seed and dtype (the frequencies are redrawn from it)."""
         return {
-            "kind": "rff",
+            "kind": self.kind,
             "kernel": self.kernel.to_spec(),
             "n_features": self.n_features,
             "dim": self.dim,
@@ -160,19 +196,28 @@ class RandomFourierFeatures:
             "dtype": self.dtype.name,
         }
 
+    def get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """``(spec, {"frequencies": W})``: everything :meth:`from_state` needs to rebuild this exact map."""
+        return self.to_spec(), {"frequencies": self.W}
+
     @classmethod
-    def from_spec(cls, spec: dict) -> RandomFourierFeatures:
-        """Inverse of :meth:`to_spec`."""
+    def from_state(cls, spec: dict, arrays: dict[str, np.ndarray]) -> RandomFourierFeatures:
+        """Inverse of :meth:`get_state`; the stored frequencies are used, not redrawn."""
         from .kernels import kernel_from_spec
 
         seed = spec["seed"]
-        return cls(
+        out = cls.__new__(cls)
+        RandomFourierFeatures.__init__(
+            out,
             kernel_from_spec(spec["kernel"]),
             spec["n_features"],
             spec["dim"],
             seed if isinstance(seed, int) else tuple(seed),
             dtype=spec["dtype"],
         )
+        W = _state_array(arrays, "frequencies", (out.dim, out.n_features // 2), out.dtype)
+        out._W = np.ascontiguousarray(W)
+        return out
 
     # -------------------------------------------------------------- transform
     def transform(self, X: np.ndarray, *, out: np.ndarray | None = None, work: np.ndarray | None = None) -> np.ndarray:
@@ -222,6 +267,7 @@ class RandomFourierFeatures:
         return self.transform(X)
 
 
+@_register
 class ExactOutputFactor:
     """Exact factor of the output Gram matrix on the training grid (MATH.md §5, default φ_Θ).
 
@@ -263,11 +309,9 @@ class ExactOutputFactor:
         if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not 0 <= tol < 1:
             raise ValueError(f"tol must be a real number in [0, 1), got {tol!r}")
         self.tol = float(tol)
-        self.dtype = _check_dtype(dtype)
+        self.dtype = check_dtype(dtype)
         self.theta_grid = grid
-        K = np.asarray(self.kernel.gram(grid), dtype=np.float64)
-        t, V = np.linalg.eigh(K)
-        t, V = t[::-1], V[:, ::-1]
+        t, V = eigh_psd(np.asarray(self.kernel.gram(grid), dtype=np.float64))
         t_max = t[0]
         if not t_max > 0:
             raise ValueError("the output Gram matrix K_Θ has no positive eigenvalue")
@@ -318,17 +362,44 @@ class ExactOutputFactor:
             f"dtype={self.dtype.name})"
         )
 
-    def to_spec(self) -> dict:
-        """A JSON-serialisable description (the grid is included; the factor is recomputed from it)."""
-        return {
-            "kind": "exact",
-            "kernel": self.kernel.to_spec(),
-            "theta_grid": self.theta_grid.tolist(),
-            "tol": self.tol,
-            "dtype": self.dtype.name,
+    def get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """``(spec, arrays)``: the kernel, tol and dtype, and the factor's values (``grid``, ``eigenvalues``,
+        ``proj`` and ``grid_features``) so that a reloaded map is this one to the bit."""
+        spec = {"kind": self.kind, "kernel": self.kernel.to_spec(), "tol": self.tol, "dtype": self.dtype.name}
+        arrays = {
+            "grid": self.theta_grid,
+            "eigenvalues": self.eigenvalues,
+            "proj": self._proj,
+            "grid_features": self.grid_features,
         }
+        return spec, arrays
+
+    @classmethod
+    def from_state(cls, spec: dict, arrays: dict[str, np.ndarray]) -> ExactOutputFactor:
+        """Inverse of :meth:`get_state` (no eigendecomposition: the stored factor is used)."""
+        from .kernels import kernel_from_spec
+
+        out = cls.__new__(cls)
+        out.kernel = _check_kernel(kernel_from_spec(spec["kernel"]), "kernel_theta")
+        out.tol = float(spec["tol"])
+        out.dtype = check_dtype(spec["dtype"])
+        t = arrays.get("eigenvalues")
+        if not (isinstance(t, np.ndarray) and t.ndim == 1 and t.size >= 1 and np.all(t > 0)):
+            raise ValueError("feature map array 'eigenvalues' must be a non-empty 1-D array of positive values")
+        grid = arrays.get("grid")
+        if not (isinstance(grid, np.ndarray) and grid.ndim == 2 and np.all(np.isfinite(grid))):
+            raise ValueError("feature map array 'grid' must be a finite 2-D array of locations")
+        r, m = t.shape[0], grid.shape[0]
+        out.theta_grid = grid
+        out.eigenvalues = t
+        out._proj = _state_array(arrays, "proj", (m, r))
+        out._V = out._proj * np.sqrt(t)
+        feats = _state_array(arrays, "grid_features", (m, r))
+        out.grid_features = np.ascontiguousarray(feats, dtype=out.dtype)
+        return out
 
 
+@_register
 class RandomOutputFeatures(RandomFourierFeatures):
     """Random Fourier features of the output kernel k_Θ ("double ORFF", thesis 003 §3.3.2; MATH.md §5).
 
@@ -346,7 +417,7 @@ class RandomOutputFeatures(RandomFourierFeatures):
         Dimension p of Θ.
     """
 
-    kind = "rff"
+    kind = "rff_theta"
 
     def __init__(self, kernel_theta: Kernel, n_features: int, seed: Seed, dtype=np.float32, dim: int = 1):
         super().__init__(kernel_theta, n_features, dim, seed, dtype=dtype)
@@ -360,11 +431,6 @@ class RandomOutputFeatures(RandomFourierFeatures):
     def transform(self, theta: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
         """Features at locations ``theta`` of shape (q,) or (q, p); returns (q, D_θ) in ``dtype``."""
         return super().transform(np.asarray(theta, dtype=np.float64), out=out)
-
-    def to_spec(self) -> dict:
-        spec = super().to_spec()
-        spec["kind"] = "rff_theta"
-        return spec
 
 
 def make_output_features(

@@ -6,11 +6,12 @@ serves the exact solvers (``gram``) and the random-feature solver (``sample_freq
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.spatial.distance import cdist
+
+from ._validation import check_real
 
 __all__ = ["Kernel", "Gaussian", "Laplacian", "as_2d_points", "kernel_from_spec", "kernel_to_spec"]
 
@@ -27,14 +28,6 @@ def as_2d_points(A: np.ndarray, name: str = "A") -> np.ndarray:
     return A
 
 
-def _check_gamma(gamma: float) -> float:
-    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
-        raise TypeError(f"gamma must be a positive real number, got {gamma!r}")
-    if not np.isfinite(gamma) or gamma <= 0:
-        raise ValueError(f"gamma must be a positive finite number, got {gamma!r}")
-    return float(gamma)
-
-
 @dataclass(frozen=True)
 class Kernel:
     """Base class of translation-invariant scalar kernels ``k(x, z) = κ(x − z)`` with ``κ(0) = 1``."""
@@ -43,7 +36,7 @@ class Kernel:
     name = "kernel"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "gamma", _check_gamma(self.gamma))
+        object.__setattr__(self, "gamma", check_real(self.gamma, "gamma", low=0, low_open=True))
 
     def gram(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
         """Gram matrix ``K[i, j] = k(A[i], B[j])``.

@@ -20,17 +20,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._validation import check_real
+
 __all__ = ["Loss", "Square", "Huber", "EpsilonInsensitive", "loss_from_spec"]
-
-
-def _check_param(value, name: str, *, allow_zero: bool, allow_inf: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    if math.isnan(value) or (math.isinf(value) and not allow_inf) or value < 0 or (value == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
-    return value
 
 
 def _row_norms(U: np.ndarray) -> np.ndarray:
@@ -114,6 +106,24 @@ class Loss:
         """
         raise NotImplementedError  # pragma: no cover - abstract
 
+    def irls_weights(self, R: np.ndarray) -> np.ndarray | None:
+        """Curve weights of iteratively reweighted least squares at residuals R, or None if not offered.
+
+        A loss that returns weights ``w_i`` says that the weighted square loss ``Σ_i w_i ½‖r_i‖²`` is a useful
+        quadratic model of it at R (a majoriser touching it at R for H_κ^2, so that a reweighted closed form never
+        increases the objective); the random-feature warm start uses them (:func:`rffor.solvers.rff.fit_rff`).
+
+        Parameters
+        ----------
+        R : ndarray of shape (n, m)
+            Residuals; NaN entries are unobserved.
+
+        Returns
+        -------
+        w : ndarray of shape (n,) or None
+        """
+        return None
+
     # ------------------------------------------------------------ spline dual
     def dual_penalty(self, A: np.ndarray) -> float:
         """``Σ_i ψ(a_i)`` of (D_s) for dual coefficients A of shape (n, m); ``inf`` outside the domain."""
@@ -177,7 +187,7 @@ class Huber(Loss):
     p: int = 2
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kappa", _check_param(self.kappa, "kappa", allow_zero=False, allow_inf=True))
+        object.__setattr__(self, "kappa", check_real(self.kappa, "kappa", low=0, low_open=True, allow_inf=True))
         if self.p not in (1, 2):
             raise ValueError(f"Huber p must be 1 (integral H_κ^1) or 2 (vectorial H_κ^2), got {self.p!r}")
         object.__setattr__(self, "p", int(self.p))
@@ -200,6 +210,18 @@ class Huber(Loss):
             return _safe_div(np.clip(R0, -self.kappa, self.kappa), counts)
         norms = np.sqrt(_safe_div(np.einsum("ij,ij->i", R0, R0)[:, None], counts))
         return _safe_div(R0, counts) * _project_factor(norms, self.kappa)
+
+    def irls_weights(self, R):
+        """``w_i = <∇L(r_i), r_i> / <∇½‖r_i‖², r_i>`` (MATH.md §5 gradients): ``min(1, κ/‖r_i‖)`` for H_κ^2 (a
+        majoriser: reweighted closed forms decrease the objective monotonically) and, for H_κ^1, a curve's average
+        of ``min(1, κ/|r_ij|)`` weighted by ``r_ij²`` (not a majoriser: callers keep the best iterate). A curve
+        fitted exactly weighs 1 (the quadratic part of every Huber loss). None for κ = ∞ (the square loss)."""
+        if math.isinf(self.kappa):
+            return None
+        R0, _, counts = _observed(R)
+        num = np.einsum("ij,ij->i", self.grad(R), R0)
+        den = np.einsum("ij,ij->i", _safe_div(R0, counts), R0)
+        return np.divide(num, den, out=np.ones_like(num), where=den > 0)
 
     def dual_penalty(self, A):
         A = np.asarray(A)
@@ -242,7 +264,7 @@ class EpsilonInsensitive(Loss):
     p: float = 2
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", _check_param(self.epsilon, "epsilon", allow_zero=True))
+        object.__setattr__(self, "epsilon", check_real(self.epsilon, "epsilon", low=0))
         if self.p == 2:
             p = 2
         elif isinstance(self.p, numbers.Real) and math.isinf(self.p) and self.p > 0:

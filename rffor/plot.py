@@ -252,7 +252,7 @@ def compute_path(
 
     from sklearn.base import clone
 
-    from .datasets import mse
+    from .metrics import mse
 
     loss = estimator.loss
     if param is None:

@@ -15,7 +15,7 @@ import pytest
 from rffor import data as rdata
 from rffor import load
 from rffor.cli import main, parse_outliers
-from rffor.datasets import mse
+from rffor.metrics import mse
 
 COMMANDS = ["demo", "make-data", "fit", "predict", "evaluate", "info"]
 

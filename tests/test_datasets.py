@@ -7,7 +7,8 @@ import pytest
 from sklearn.kernel_ridge import KernelRidge
 from sklearn.linear_model import LinearRegression, Ridge
 
-from rffor.datasets import add_outliers, make_synthetic, mse, nmse, sample_synthetic
+from rffor.datasets import add_outliers, make_synthetic, sample_synthetic
+from rffor.metrics import mse, nmse
 
 
 @pytest.fixture(scope="module")

@@ -385,8 +385,8 @@ def no_work(monkeypatch):
         raise AssertionError("work started before the input was validated")
 
     monkeypatch.setattr(Kernel, "gram", boom)
-    monkeypatch.setattr(estimator_module, "solve_admm", boom)
-    monkeypatch.setattr(estimator_module, "solve_apgd", boom)
+    monkeypatch.setitem(estimator_module.EXACT_SOLVERS, "admm", boom)
+    monkeypatch.setitem(estimator_module.EXACT_SOLVERS, "apgd", boom)
 
 
 def _data(n=6, d=3, m=5):

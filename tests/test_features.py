@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 
 import numpy as np
@@ -11,6 +12,7 @@ from rffor.features import (
     ExactOutputFactor,
     RandomFourierFeatures,
     RandomOutputFeatures,
+    feature_map_from_state,
     make_output_features,
     seed_sequence,
 )
@@ -77,9 +79,14 @@ def test_rff_regenerated_from_seed():
     a2 = pickle.loads(blob)
     assert a2._W is None
     assert np.array_equal(a2.transform(X), a.transform(X))
-    # a JSON-able description rebuilds the same map
-    a3 = RandomFourierFeatures.from_spec(a.to_spec())
-    assert np.array_equal(a3.W, a.W)
+    # the saved state rebuilds the same map (from the stored frequencies, not the seed)
+    spec, arrays = a.get_state()
+    a3 = feature_map_from_state(json.loads(json.dumps(spec)), {k: v.copy() for k, v in arrays.items()})
+    assert type(a3) is RandomFourierFeatures
+    assert np.array_equal(a3.transform(X), a.transform(X))
+    arrays["frequencies"] = arrays["frequencies"][:, :-1]
+    with pytest.raises(ValueError, match="frequencies"):
+        feature_map_from_state(spec, arrays)
 
 
 def test_rff_seed_streams_are_independent():
@@ -205,3 +212,22 @@ def test_make_output_features():
         make_output_features("nope", Gaussian(30.0), theta)
     with pytest.raises(ValueError, match="even"):
         make_output_features("rff", Gaussian(30.0), theta, n_features=63)
+
+
+@pytest.mark.parametrize("kind", ["rff", "exact", "rff_theta"])
+def test_feature_map_state_round_trip_is_exact(kind):
+    """get_state / feature_map_from_state rebuilds every kind of map bit for bit, through JSON for the spec."""
+    theta = np.linspace(0, 1, 30)
+    if kind == "rff":
+        f = RandomFourierFeatures(Laplacian(0.5), 40, 3, seed=(3, 0))
+        pts = _points(20, 3)
+    else:
+        f = make_output_features("exact" if kind == "exact" else "rff", Gaussian(50.0), theta, n_features=40, seed=4)
+        pts = np.linspace(-0.1, 1.1, 17)
+    spec, arrays = f.get_state()
+    assert spec["kind"] == kind
+    g = feature_map_from_state(json.loads(json.dumps(spec)), {k: np.array(v) for k, v in arrays.items()})
+    assert type(g) is type(f) and g.n_features == f.n_features and g.dtype == f.dtype
+    assert np.array_equal(g.transform(pts), f.transform(pts))
+    with pytest.raises(ValueError, match="unknown feature map kind"):
+        feature_map_from_state({**spec, "kind": "nope"}, arrays)

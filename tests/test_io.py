@@ -451,11 +451,11 @@ def test_rff_inconsistent_arrays(tmp_path, data):
     meta = rio.read_metadata(src)
     meta["arrays"]["input_frequencies"] = {"dtype": "<f4", "shape": [3, 3], "sha256": hashlib.sha256(raw).hexdigest()}
     bad = _rewrite_zip(src, tmp_path / "bad.rffor", meta=meta, members={"arrays/input_frequencies.npy": raw})
-    with pytest.raises(ValueError, match="corrupted: input_frequencies has shape"):
+    with pytest.raises(ValueError, match="corrupted: feature map array .frequencies. has shape"):
         load(bad)
     meta = rio.read_metadata(src)
     meta["fitted"]["solver_state"]["output_features"]["kind"] = "wavelets"
-    with pytest.raises(ValueError, match="unknown output feature map"):
+    with pytest.raises(ValueError, match="unknown feature map kind .wavelets."):
         load(_rewrite_zip(src, tmp_path / "bad2.rffor", meta=meta))
 
 

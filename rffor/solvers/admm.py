@@ -19,7 +19,8 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .dual import DualProblem, SolverResult, inner, new_history, record
+from .._linalg import inner
+from .dual import DualProblem, SolverResult, new_history, record
 
 __all__ = ["solve_admm"]
 

@@ -20,7 +20,8 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .dual import DualProblem, SolverResult, inner, new_history, record
+from .._linalg import inner
+from .dual import DualProblem, SolverResult, new_history, record
 
 __all__ = ["solve_apgd"]
 
@@ -29,7 +30,7 @@ def solve_apgd(
     problem: DualProblem,
     *,
     tol: float = 1e-6,
-    max_iter: int = 10_000,
+    max_iter: int = 20_000,
     warm_start: bool | np.ndarray = True,
     restart: bool = True,
     check_every: int = 10,

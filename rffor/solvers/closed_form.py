@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dual import eigh_psd
+from .._linalg import eigh_psd
 
 __all__ = ["diagonal_sylvester", "sylvester_kernel", "sylvester_features"]
 

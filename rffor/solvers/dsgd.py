@@ -33,11 +33,13 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .._linalg import eigh_psd
+from .._validation import check_dtype, check_int, check_real
 from ..features import seed_sequence
 from ..losses import Loss
 
@@ -98,10 +100,9 @@ class Preconditioner:
         """Build P from ``C = Φ_Xᵀ Φ_X / n`` of shape (D_x, D_x) (symmetric PSD), keeping ``rank`` eigenpairs."""
         C = np.asarray(C, dtype=np.float64)
         D = C.shape[0]
-        rank = _int_at_least(rank, "rank", 1)
+        rank = check_int(rank, "rank", 1)
         k = min(rank, D)
-        s, V = np.linalg.eigh(C)
-        s, V = np.clip(s[::-1], 0.0, None), V[:, ::-1]
+        s, V = eigh_psd(C)
         base = 1.0 / ((s[k] if k < D else 0.0) + lam)
         return cls(
             U=np.ascontiguousarray(V[:, :k], dtype=dtype),
@@ -174,11 +175,11 @@ class SGDConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.loss, Loss):
             raise TypeError(f"loss must be an rffor.losses.Loss, got {self.loss!r}")
-        self.lam = _positive(self.lam, "lam")
-        self.batch_size = _int_at_least(self.batch_size, "batch_size", 1)
+        self.lam = check_real(self.lam, "lam", low=0, low_open=True)
+        self.batch_size = check_int(self.batch_size, "batch_size", 1)
         if self.n_theta_samples is not None:
-            self.n_theta_samples = _int_at_least(self.n_theta_samples, "n_theta_samples", 1)
-        self.step_size = _positive(self.step_size, "step_size")
+            self.n_theta_samples = check_int(self.n_theta_samples, "n_theta_samples", 1)
+        self.step_size = check_real(self.step_size, "step_size", low=0, low_open=True)
         if (
             isinstance(self.step_decay, bool)
             or not isinstance(self.step_decay, numbers.Real)
@@ -187,13 +188,10 @@ class SGDConfig:
             raise ValueError(f"step_decay must be a number in [0, 1], got {self.step_decay!r}")
         self.step_decay = float(self.step_decay)
         if self.step_offset is not None:
-            self.step_offset = _positive(self.step_offset, "step_offset")
-        self.average_start = _int_at_least(self.average_start, "average_start", 0)
-        self.feature_block_rows = _int_at_least(self.feature_block_rows, "feature_block_rows", 1)
-        dt = np.dtype(self.dtype)
-        if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
-            raise ValueError(f"dtype must be float32 or float64, got {self.dtype!r}")
-        self.dtype = dt.name
+            self.step_offset = check_real(self.step_offset, "step_offset", low=0, low_open=True)
+        self.average_start = check_int(self.average_start, "average_start", 0)
+        self.feature_block_rows = check_int(self.feature_block_rows, "feature_block_rows", 1)
+        self.dtype = check_dtype(self.dtype).name
         if self.precond is not None and not isinstance(self.precond, Preconditioner):
             raise TypeError(f"precond must be a Preconditioner or None, got {self.precond!r}")
 
@@ -239,18 +237,6 @@ class SGDState:
 
     def copy(self) -> SGDState:
         return SGDState(B=self.B.copy(), B_avg=self.B_avg.copy(), t=self.t)
-
-
-def _positive(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
-
-
-def _int_at_least(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def _subsample_theta(R: np.ndarray, M: int, rng: np.random.Generator) -> np.ndarray:
@@ -470,8 +456,3 @@ def partition_steps(
             if done >= n_steps:
                 break
     return state, done, loss_sum
-
-
-def with_config(config: SGDConfig, **changes) -> SGDConfig:
-    """A copy of ``config`` with some fields changed (validated again)."""
-    return replace(config, **changes)

@@ -35,7 +35,7 @@ import numpy as np
 from .._validation import check_theta, check_X, check_Y, fill_missing
 from ..features import ExactOutputFactor, RandomFourierFeatures, make_output_features
 from ..kernels import Kernel
-from ..losses import Huber, Loss, Square
+from ..losses import Loss, Square
 from .closed_form import sylvester_features
 from .dsgd import Preconditioner, SGDConfig, SGDState, chunk_rows, epoch_steps, partition_steps
 
@@ -305,10 +305,9 @@ def reweighted_sums(
 ) -> tuple[FeatureSums, float]:
     """One pass of iteratively reweighted least squares for a Huber loss: curve weights at B and weighted sums.
 
-    With residuals ``r_i = y_i − Φ_Θ Bᵀ φ_X(x_i)``, curve i gets the weight
-    ``w_i = <∇L(r_i), r_i> / <∇½‖r_i‖², r_i>`` (both gradients per MATH.md §5's table): ``min(1, κ/‖r_i‖)`` for
-    H_κ^2, which makes the weighted square loss a majoriser of H_κ^2 touching it at B (so a reweighted closed form
-    never increases the objective), and a curve's average of ``min(1, κ/|r_ij|)`` weighted by ``r_ij²`` for H_κ^1.
+    With residuals ``r_i = y_i − Φ_Θ Bᵀ φ_X(x_i)``, curve i gets the weight ``loss.irls_weights`` gives
+    (:meth:`rffor.losses.Loss.irls_weights`; for H_κ^2 a majoriser touching the loss at B, so a reweighted closed
+    form never increases the objective).
     The sums are those of :func:`feature_sums` with row i multiplied by ``w_i`` (``n`` stays the number of rows,
     so :func:`closed_form_from_sums` solves the weighted problem).
 
@@ -335,17 +334,13 @@ def reweighted_sums(
     # memory of the pass); residuals and weights in float64
     P64 = np.asarray(Phi_theta, dtype=dtype).astype(np.float64)
     BPt = (np.asarray(B, dtype=np.float64) @ P64.T).astype(dtype)  # (D_x, m)
-    square = Square()
     total = 0.0
 
     def weights(Phi: np.ndarray, Y: np.ndarray) -> np.ndarray:
         nonlocal total
         R = Y - Phi @ BPt  # NaN where unobserved: the losses mask them
         total += float(np.sum(loss.curve_values(R)))
-        num = np.einsum("ij,ij->i", np.nan_to_num(loss.grad(R)), np.nan_to_num(R))
-        den = np.einsum("ij,ij->i", np.nan_to_num(square.grad(R)), np.nan_to_num(R))
-        # a curve fitted exactly has weight 1 (the quadratic part of every Huber loss)
-        return np.divide(num, den, out=np.ones_like(num), where=den > 0)
+        return loss.irls_weights(R)
 
     sums = feature_sums(data, input_features, Phi_theta, chunk_ids, weights=weights)
     return sums, total / max(sums.n, 1)
@@ -1031,7 +1026,7 @@ def fit_rff(
             sums = feature_sums(data, phi_x, Phi_theta, init_chunks)
             B0 = closed_form_from_sums(sums, C_theta, lam, m)
             reweighted = ""
-            if init_reweight > 0 and isinstance(loss, Huber) and math.isfinite(loss.kappa):
+            if init_reweight > 0 and loss.irls_weights(np.zeros((1, 1))) is not None:
                 B0, objectives = reweighted_closed_form(
                     data, phi_x, Phi_theta, C_theta, loss, float(lam), B0, init_chunks, max_iter=init_reweight
                 )
