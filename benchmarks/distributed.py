@@ -9,8 +9,9 @@ chunks of 10,000 rows; D_x = 2000 random features, the exact output factor of K_
 
 1. **Throughput** (samples/s over all rounds, scatter to averaged B): the bare single-process loop
    (:func:`rffor.solvers.rff.fit_rff`, one partition, one BLAS thread like a Dask worker), then
-   :func:`rffor.distributed.fit` on a LocalCluster of worker processes (rffor's Dask configuration) with 1 worker
-   (P = 1, the same K: the orchestration overhead) and with 2 workers (P = 2: the scaling). Workers are warmed up
+   the same fit on a :class:`rffor.executor.dask.DaskExecutor` over a LocalCluster of worker processes (rffor's
+   Dask configuration) with 1 worker (P = 1, the same K: the orchestration overhead) and with 2 workers (P = 2:
+   the scaling). Workers are warmed up
    (imports, store opened) by a short fit first.
 2. **Round overhead against the averaging period K** (2 workers, P = 2): a round's wall time minus the longest
    compute time of its tasks, taken from the scheduler's task stream.
@@ -56,14 +57,14 @@ from _common import (  # noqa: E402
 )
 
 import rffor.data  # noqa: E402
-from rffor import distributed as rd  # noqa: E402
 from rffor.datasets import make_synthetic  # noqa: E402
+from rffor.executor.dask import DaskExecutor, connect  # noqa: E402
 from rffor.kernels import Gaussian  # noqa: E402
 from rffor.losses import Huber  # noqa: E402
 from rffor.solvers import rff  # noqa: E402
 from rffor.solvers.dsgd import SGDState  # noqa: E402
 
-KEY_RE = re.compile(r"-r(\d+)-p(\d+)-a(\d+)$")
+KEY_RE = re.compile(r"-round-(\d+)-p(\d+)-a(\d+)$")  # task keys of round r + 1 (rffor.executor.dask)
 
 
 def model_kwargs(args) -> dict:
@@ -118,15 +119,16 @@ def bench_throughput(ds, kw, args) -> dict:
     path = ds.url
     ctx = multiprocessing.get_context("spawn")
     with (
-        rd.connect(n_workers=1) as one,
-        rd.connect(n_workers=2) as two,
+        connect(n_workers=1) as one,
+        connect(n_workers=2) as two,
         ProcessPoolExecutor(2, mp_context=ctx) as pool,
     ):
         clients = {"dask_1": (one.client, 1), "dask_2": (two.client, 2)}
         rff.fit_rff(ds, max_steps=4, **kw)  # warm the page cache and the code paths
         list(pool.map(_bare_in_subprocess, [path] * 2, [kw] * 2, [None] * 2, [4] * 2))
         for c, P in clients.values():
-            rd.fit(ds, client=c, n_partitions=P, max_steps=4, **kw)  # warm-up: imports, store, caches
+            # warm-up: imports, store, caches
+            rff.fit_rff(ds, executor=DaskExecutor(client=c), n_partitions=P, max_steps=4, **kw)
         for rep in range(args.repeats):
             for name in runs:
                 if name == "bare_2proc":
@@ -140,7 +142,7 @@ def bench_throughput(ds, kw, args) -> dict:
                     res = rff.fit_rff(ds, n_partitions=1, n_epochs=args.epochs, **kw)
                 else:
                     c, P = clients[name]
-                    res = rd.fit(ds, client=c, n_partitions=P, n_epochs=args.epochs, **kw)
+                    res = rff.fit_rff(ds, executor=DaskExecutor(client=c), n_partitions=P, n_epochs=args.epochs, **kw)
                 thr, secs, n_rounds = rounds_throughput(res)
                 runs[name].append(
                     {
@@ -179,20 +181,22 @@ def bench_round_overhead(ds, kw, args, K_values) -> list[dict]:
     from distributed import get_task_stream
 
     rows = []
-    with rd.connect(n_workers=2) as conn:
+    with connect(n_workers=2) as conn:
         c = conn.client
-        rd.fit(ds, client=c, n_partitions=2, max_steps=4, **kw)  # warm-up
+        rff.fit_rff(ds, executor=DaskExecutor(client=c), n_partitions=2, max_steps=4, **kw)  # warm-up
         for K in K_values:
             n_rounds = max(3, min(args.overhead_rounds, math.ceil(args.overhead_seconds * 20_000 / (K * 256))))
             with get_task_stream(client=c) as ts:
-                res = rd.fit(ds, client=c, n_partitions=2, local_steps=K, max_steps=K * n_rounds, **kw)
+                res = rff.fit_rff(
+                    ds, executor=DaskExecutor(client=c), n_partitions=2, local_steps=K, max_steps=K * n_rounds, **kw
+                )
             compute: dict[int, float] = {}
             starts: dict[int, list[float]] = {}
             for rec in ts.data:
                 m = KEY_RE.search(str(rec["key"]))
                 if not m:
                     continue
-                r = int(m.group(1))
+                r = int(m.group(1)) - 1
                 spans = [s for s in rec["startstops"] if s["action"] == "compute"]
                 compute[r] = max(compute.get(r, 0.0), sum(s["stop"] - s["start"] for s in spans))
                 starts.setdefault(r, []).extend(s["start"] for s in spans)

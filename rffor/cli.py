@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -356,7 +357,15 @@ def cmd_fit(args) -> int:
     _say(args, f"fitting {describe_loss(loss)} on {ds.n} curves x {ds.m} locations from {args.data} (solver {solver})")
     t0 = time.perf_counter()
     if solver == "rff":
-        est.fit(ds)
+        from .executor import SchedulerLostError
+
+        try:
+            est.fit(ds)
+        except SchedulerLostError as exc:
+            if not args.checkpoint:
+                raise
+            command = shlex.join(["rffor", *[a for a in args.argv if a != "--resume"], "--resume"])
+            raise SchedulerLostError(f"{exc}. To resume: {command}") from exc
     else:
         X, Y = ds.read()
         est.fit(np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64), theta=ds.theta)
@@ -620,7 +629,7 @@ def cmd_demo(args) -> int:
 
         # 2. where to train ------------------------------------------------------------------------------------
         if use_rff:
-            from .distributed import connect
+            from .executor.dask import connect
 
             where = f"the Dask scheduler at {args.scheduler}" if args.scheduler else "an embedded Dask LocalCluster"
             stage(f"starting {where}" if not args.scheduler else f"connecting to {where}")
@@ -636,7 +645,7 @@ def cmd_demo(args) -> int:
             for label, loss in losses.items():
                 if not use_rff:
                     how = "the exact ADMM solver"
-                elif isinstance(loss, Square):
+                elif loss.is_square:
                     how = f"random features (D_x = {cfg['n_features_x']}): closed form, one map-reduce over the chunks"
                 else:
                     how = (
@@ -768,8 +777,11 @@ def _common(debug_default) -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
+    from .estimator import AUTO_EXACT_MAX_N
     from .losses import LOSS_ALIASES
     from .solvers import EXACT_SOLVERS, solver_default
+
+    DEFAULTS = _defaults()
 
     parser = argparse.ArgumentParser(
         prog="rffor",
@@ -877,12 +889,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--kappa", type=_float_in(0, low_open=True), default=None, help="Huber threshold κ (huber1/2)")
     p.add_argument("--epsilon", type=_float_in(0), default=None, help="ε-insensitive width (eps2/epsinf)")
-    p.add_argument("--lam", type=_float_in(0, low_open=True), default=1e-4, help="regularisation λ")
+    p.add_argument("--lam", type=_float_in(0, low_open=True), default=DEFAULTS["lam"], help="regularisation λ")
     p.add_argument(
         "--solver",
         choices=["auto", *EXACT_SOLVERS, "rff"],
         default="auto",
-        help="auto: admm up to 5000 curves, rff above",
+        help=f"auto: admm up to {AUTO_EXACT_MAX_N} curves, rff above",
     )
     p.add_argument(
         "--kernel-x",
@@ -903,7 +915,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_even_features,
         default=None,
         metavar="D",
-        help="rff: random features of k_X (default 1000)",
+        help=f"rff: random features of k_X (default {DEFAULTS['n_features_x']})",
     )
     p.add_argument(
         "--features-theta",
@@ -913,15 +925,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="rff: 'exact' output factor (default) or D random output features",
     )
     p.add_argument(
-        "--epochs", type=_float_in(0, low_open=True), default=None, help="rff: passes over the data (default 10)"
+        "--epochs",
+        type=_float_in(0, low_open=True),
+        default=None,
+        help=f"rff: passes over the data (default {DEFAULTS['n_epochs']})",
     )
-    p.add_argument("--batch-size", type=_int_at_least(1), default=None, help="rff: curves per step (default 256)")
+    p.add_argument(
+        "--batch-size",
+        type=_int_at_least(1),
+        default=None,
+        help=f"rff: curves per step (default {DEFAULTS['batch_size']})",
+    )
     p.add_argument(
         "--precondition",
         type=_int_at_least(0),
         default=None,
         metavar="RANK",
-        help="rff: precondition DSGD by (C_X + λI)^-1 on RANK eigenvectors (default 50; 0: plain steps)",
+        help="rff: precondition DSGD by (C_X + λI)^-1 on RANK eigenvectors "
+        f"(default {DEFAULTS['precondition_rank']}; 0: plain steps)",
     )
     p.add_argument(
         "--reweight",
@@ -929,10 +950,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="rff, Huber losses: refine the closed-form warm start by at most N reweighted closed forms "
-        "(default 10; 0: the square-loss closed form)",
+        f"(default {DEFAULTS['init_reweight']}; 0: the square-loss closed form)",
     )
     p.add_argument(
-        "--dtype", choices=["float32", "float64"], default=None, help="rff: float type of B (default float32)"
+        "--dtype",
+        choices=["float32", "float64"],
+        default=None,
+        help=f"rff: float type of B (default {DEFAULTS['dtype']})",
     )
     p.add_argument(
         "--tol", type=_float_in(0), default=None, help="exact solvers: relative duality gap to reach (default 1e-6)"
@@ -1000,15 +1024,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _defaults() -> dict:
+    """The estimator's defaults (one home: :class:`rffor.FunctionalRegressor`'s signature)."""
+    from .estimator import FunctionalRegressor
+
+    return FunctionalRegressor().get_params(deep=False)
+
+
 def _post_process(args) -> None:
     """Defaults that depend on whether an option was given."""
     if args.command == "fit":
         args.features_x_given = args.features_x is not None
         args.features_theta_given = args.features_theta is not None
         args.dtype_given = args.dtype is not None
-        args.features_x = 1000 if args.features_x is None else args.features_x
+        defaults = _defaults()
+        args.features_x = defaults["n_features_x"] if args.features_x is None else args.features_x
         args.features_theta = "exact" if args.features_theta is None else args.features_theta
-        args.dtype = "float32" if args.dtype is None else args.dtype
+        args.dtype = defaults["dtype"] if args.dtype is None else args.dtype
 
 
 def _one_line(exc: BaseException) -> str:
@@ -1022,6 +1054,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rffor`` console script; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)  # exits with status 2 on a usage error
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     command = args.command
     try:
         _post_process(args)

@@ -35,6 +35,7 @@ import zarr
 import zarr.errors
 
 from ._atomic import replace_directory
+from .chunked import partition_chunks
 
 __all__ = ["Dataset", "FORMAT_VERSION", "open", "write"]
 
@@ -225,7 +226,8 @@ def _open_arrays(key: _HandleKey) -> tuple[Any, Any]:
 
 
 class Dataset:
-    """A validated rffor Zarr dataset, opened lazily.
+    """A validated rffor Zarr dataset, opened lazily: a chunked dataset of :mod:`rffor.chunked` that workers can
+    read themselves (``workers_can_read``).
 
     Holds only the location, storage options and metadata, so it is cheap to pickle and ship to
     Dask workers; each process opens the Zarr arrays on first use and caches them. Create one
@@ -260,6 +262,9 @@ class Dataset:
     >>> for i, X_i, Y_i in ds.iter_chunks(ds.partition(4)[0]):  # doctest: +SKIP
     ...     ...
     """
+
+    #: a pickled Dataset is a description of the store: each process (a Dask worker) reads its own chunks
+    workers_can_read = True
 
     def __init__(self, url: str, storage_options: dict | None, metadata: dict):
         self._url = url
@@ -472,7 +477,7 @@ class Dataset:
         return da.from_zarr(zx, chunks=(c, self.d)), da.from_zarr(zy, chunks=(c, self.m))
 
     def partition(self, n_partitions: int) -> list[list[int]]:
-        """Split the chunk ids into contiguous groups of about equal numbers of rows.
+        """Contiguous groups of chunk ids of about equal numbers of rows (:func:`rffor.chunked.partition_chunks`).
 
         Parameters
         ----------
@@ -482,24 +487,9 @@ class Dataset:
         Returns
         -------
         list of list of int
-            ``min(P, n_chunks)`` non-empty groups of consecutive chunk ids; together they
-            hold every chunk exactly once, in order. Fewer than P groups are returned when
-            there are fewer chunks than P (a group never splits a chunk).
+            ``min(P, n_chunks)`` non-empty groups of consecutive chunk ids, together every chunk once, in order.
         """
-        if isinstance(n_partitions, (bool, np.bool_)) or not isinstance(n_partitions, (int, np.integer)):
-            raise TypeError(f"n_partitions must be an int, got {type(n_partitions).__name__}")
-        if n_partitions < 1:
-            raise ValueError(f"n_partitions must be >= 1, got {n_partitions}")
-        k = self.n_chunks
-        p = min(int(n_partitions), k)
-        q, r = divmod(k, p)
-        # r groups get q + 1 chunks: the last group (it holds the short last chunk) and the
-        # first r - 1. This minimises the largest group's rows; groups differ by <= c rows.
-        sizes = [q + 1 if j < r - 1 else q for j in range(p)]
-        if r:
-            sizes[-1] = q + 1
-        bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
-        return [list(range(a, b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        return partition_chunks(self.n_chunks, n_partitions)
 
     def validate(self, full: bool = True) -> Dataset:
         """Check the store again.

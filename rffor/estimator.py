@@ -19,6 +19,7 @@ from .kernels import Gaussian, Kernel
 from .losses import Loss, Square
 from .solvers import EXACT_SOLVERS, solver_default
 from .solvers.dual import DualProblem
+from .solvers.rff import RFF_DEFAULTS
 
 __all__ = ["FunctionalRegressor", "load"]
 
@@ -33,8 +34,10 @@ _ESTIMATORS: dict[str, type] = {}
 
 
 def _is_dataset(obj) -> bool:
-    # duck-typed so that the exact path does not import Zarr
-    return type(obj).__name__ == "Dataset" and type(obj).__module__ == "rffor.data"
+    """Whether ``obj`` is a chunked dataset (:mod:`rffor.chunked`: a Zarr store, in-memory chunks, …)."""
+    from .chunked import PROTOCOL
+
+    return all(hasattr(obj, a) for a in PROTOCOL)
 
 
 class FunctionalRegressor(RegressorMixin, BaseEstimator):
@@ -85,7 +88,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         rff: steps per round between parameter averages (None: one epoch of a partition).
     n_partitions : int or None, default None
         rff: number P of data partitions averaged each round (None: the number of worker threads on Dask, 1 in
-        process). Where the fit runs (:func:`rffor.distributed.use_dask`): on Dask when ``client`` or
+        process). Where the fit runs (:func:`rffor.executor.uses_dask`): on Dask when ``client`` or
         ``scheduler_address`` is given, or for a Dataset of several chunks (unless ``n_partitions=1``), or when
         ``n_partitions > 1`` (then an embedded LocalCluster with one worker process per CPU, closed after the fit:
         scripts need an ``if __name__ == "__main__":`` guard); in process otherwise. P, not the number of workers,
@@ -106,10 +109,10 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
     dtype : {"float32", "float64"}, default "float32"
         rff: floating type of the features and of B.
     client : distributed.Client or None, default None
-        rff: run training on this Dask cluster (left open). See :mod:`rffor.distributed`.
+        rff: run training on this Dask cluster (left open). See :mod:`rffor.executor.dask`.
     scheduler_address : str or None, default None
         rff: connect to this Dask scheduler (``tcp://host:port`` or ``tls://…``) for the fit; an unreachable
-        scheduler raises :class:`rffor.distributed.SchedulerUnreachableError` after ``rffor.connect-timeout`` (30 s).
+        scheduler raises :class:`rffor.executor.SchedulerUnreachableError` after ``rffor.connect-timeout`` (30 s).
     security : distributed.Security or None, default None
         TLS settings passed to the Dask client (``cluster/tls/README.md``).
     checkpoint : str or None, default None
@@ -155,7 +158,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         "kernel_x": [Kernel, None],
         "kernel_theta": [Kernel, None],
         "lam": [Interval(numbers.Real, 0, None, closed="neither")],
-        "solver": [StrOptions({"auto", "admm", "apgd", "rff"})],
+        "solver": [StrOptions({"auto", "rff", *EXACT_SOLVERS})],
         "representation": [StrOptions({"splines", "eigen"})],
         "n_eig": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
@@ -196,21 +199,21 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         n_eig=None,
         tol=1e-6,
         max_iter=None,
-        n_features_x=1000,
-        output_features="exact",
-        n_features_theta=None,
-        output_rank_tol=1e-10,
-        batch_size=256,
-        n_epochs=10,
+        n_features_x=RFF_DEFAULTS["n_features_x"],
+        output_features=RFF_DEFAULTS["output_features"],
+        n_features_theta=RFF_DEFAULTS["n_features_theta"],
+        output_rank_tol=RFF_DEFAULTS["output_rank_tol"],
+        batch_size=RFF_DEFAULTS["batch_size"],
+        n_epochs=RFF_DEFAULTS["n_epochs"],
         max_steps=None,
         n_theta_samples=None,
         step_size="auto",
         local_steps=None,
         n_partitions=None,
-        init="closed_form",
-        init_reweight=10,
-        precondition_rank=50,
-        dtype="float32",
+        init=RFF_DEFAULTS["init"],
+        init_reweight=RFF_DEFAULTS["init_reweight"],
+        precondition_rank=RFF_DEFAULTS["precondition_rank"],
+        dtype=RFF_DEFAULTS["dtype"],
         client=None,
         scheduler_address=None,
         security=None,
@@ -323,7 +326,9 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.loss_ = self._loss()
         self.solver_ = self._resolve_solver(X.shape[0], False)
         if self.solver_ == "rff":
-            return self._fit_rff((X, Y, theta), theta)
+            from .chunked import ArrayData
+
+            return self._fit_rff(ArrayData(X, Y, theta), theta)
         return self._fit_exact(X, Y, theta)
 
     def _fit_exact(self, X: np.ndarray, Y: np.ndarray, theta: np.ndarray):
@@ -371,31 +376,20 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         return self
 
     def _fit_rff(self, data, theta):
-        """Random-feature fit (MATH.md §5) through :func:`rffor.solvers.rff.fit_rff`.
+        """Random-feature fit (MATH.md §5): :func:`rffor.solvers.rff.fit_rff` on the executor the parameters choose
+        (:func:`rffor.executor.make_executor`: Dask for a client, a scheduler address, several partitions or a
+        multi-chunk store; this process otherwise). ``data`` is a chunked dataset (:mod:`rffor.chunked`)."""
+        from .executor import make_executor
+        from .solvers.rff import fit_rff
 
-        ``data`` is a Dataset (out of core) or the validated ``(X, Y, theta)`` of an in-memory fit.
-        """
-        from .distributed import use_dask
-        from .solvers.rff import ArrayData, fit_rff
-
-        if isinstance(data, tuple):
-            data = ArrayData(*data)
-        fit, where = fit_rff, {}
-        if self.checkpoint is not None or use_dask(
-            data, client=self.client, scheduler_address=self.scheduler_address, n_partitions=self.n_partitions
-        ):
-            # rffor.distributed: Dask (the given client / scheduler, else an embedded LocalCluster closed after the
-            # fit) or, with a checkpoint and nothing to distribute, in process; the same model as fit_rff with P
-            from .distributed import fit
-
-            where = dict(
-                client=self.client,
-                scheduler_address=self.scheduler_address,
-                security=self.security,
-                checkpoint=self.checkpoint,
-                resume=self.resume,
-            )
-        result = fit(
+        executor = make_executor(
+            data,
+            client=self.client,
+            scheduler_address=self.scheduler_address,
+            security=self.security,
+            n_partitions=self.n_partitions,
+        )
+        result = fit_rff(
             data,
             loss=self.loss_,
             kernel_x=self.kernel_x_,
@@ -417,8 +411,10 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             precondition_rank=self.precondition_rank,
             dtype=self.dtype,
             random_state=self.random_state,
+            executor=executor,
+            checkpoint=self.checkpoint,
+            resume=self.resume,
             verbose=self.verbose,
-            **where,
         )
         self.coef_ = result.coef
         self.input_features_ = result.input_features
@@ -539,7 +535,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         from .losses import loss_from_spec
 
         solver = fitted.get("solver")
-        if solver not in ("admm", "apgd", "rff"):
+        if solver != "rff" and solver not in EXACT_SOLVERS:
             raise ValueError(f"unknown solver {solver!r}")
         d = fitted.get("n_features_in")
         if isinstance(d, bool) or not isinstance(d, int) or d < 1:

@@ -73,6 +73,12 @@ class Loss:
     #: whether the eigenbasis dual (D_e) is defined for this loss (p = 2 losses and the square loss).
     supports_eigen: bool = field(default=False, init=False, repr=False, compare=False)
 
+    @property
+    def is_square(self) -> bool:
+        """Whether this loss is the square loss ½‖·‖² (also Huber with κ = ∞ and ε-insensitive with ε = 0, MATH.md
+        §2), so that (P) has a closed form (MATH.md §3.1, §5)."""
+        return False
+
     # ----------------------------------------------------------------- primal
     def curve_values(self, R: np.ndarray) -> np.ndarray:
         """Per-curve loss L(r_i) (MATH.md §2 table).
@@ -155,6 +161,10 @@ class Square(Loss):
     def __post_init__(self) -> None:
         object.__setattr__(self, "supports_eigen", True)
 
+    @property
+    def is_square(self) -> bool:
+        return True
+
     def curve_values(self, R):
         R0, _, counts = _observed(R)
         return 0.5 * _safe_div(np.einsum("ij,ij->i", R0, R0)[:, None], counts)[:, 0]
@@ -210,6 +220,10 @@ class Huber(Loss):
             return _safe_div(np.clip(R0, -self.kappa, self.kappa), counts)
         norms = np.sqrt(_safe_div(np.einsum("ij,ij->i", R0, R0)[:, None], counts))
         return _safe_div(R0, counts) * _project_factor(norms, self.kappa)
+
+    @property
+    def is_square(self) -> bool:
+        return math.isinf(self.kappa)
 
     def irls_weights(self, R):
         """``w_i = <∇L(r_i), r_i> / <∇½‖r_i‖², r_i>`` (MATH.md §5 gradients): ``min(1, κ/‖r_i‖)`` for H_κ^2 (a
@@ -276,6 +290,10 @@ class EpsilonInsensitive(Loss):
         object.__setattr__(self, "p", p)
         object.__setattr__(self, "integral", p == math.inf)
         object.__setattr__(self, "supports_eigen", p == 2)
+
+    @property
+    def is_square(self) -> bool:
+        return self.epsilon == 0
 
     def curve_values(self, R):
         R0, mask, counts = _observed(R)

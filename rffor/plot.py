@@ -210,16 +210,16 @@ def plot_history(
 def dual_sparsity(estimator) -> float:
     """Share of zero dual coefficients of a fitted exact model (MATH.md §7).
 
-    Zero rows of ``dual_coef_`` for row-wise penalties (ℓ_ε^2: curves that do not shape the model), zero entries for
-    ℓ_ε^∞ and the other losses. NaN for random-feature models, which have no dual coefficients.
+    Zero rows of ``dual_coef_`` for the norm losses, whose dual penalty acts on whole rows (``loss.integral`` False:
+    ℓ_ε^2's zero rows are curves that do not shape the model), zero entries for the integral losses (ℓ_ε^∞ and the
+    others). NaN for random-feature models, which have no dual coefficients.
     """
     A = getattr(estimator, "dual_coef_", None)
     if A is None:
         return float("nan")
     A = np.asarray(A)
     loss = getattr(estimator, "loss_", None)
-    rowwise = getattr(loss, "p", None) == 2 and type(loss).__name__ == "EpsilonInsensitive"
-    if rowwise:
+    if not getattr(loss, "integral", True):
         return float(np.mean(np.all(A == 0, axis=1)))
     return float(np.mean(A == 0))
 

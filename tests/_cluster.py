@@ -62,8 +62,15 @@ def tls_args(certs: dict | None) -> list[str]:
 
 
 @contextlib.contextmanager
-def dask_processes(tmp_path: Path, n_workers: int = 2, certs: dict | None = None, timeout: float = 60.0):
-    """Start ``dask scheduler`` and ``n_workers`` ``dask worker`` processes on 127.0.0.1; yield the address.
+def dask_processes(
+    tmp_path: Path,
+    n_workers: int = 2,
+    certs: dict | None = None,
+    timeout: float = 60.0,
+    keep_scheduler_pid: bool = False,
+):
+    """Start ``dask scheduler`` and ``n_workers`` ``dask worker`` processes on 127.0.0.1; yield the address (and
+    the scheduler's pid, with ``keep_scheduler_pid``).
 
     Only processes started here are stopped (by their own pid) when the block exits.
     """
@@ -117,7 +124,7 @@ def dask_processes(tmp_path: Path, n_workers: int = 2, certs: dict | None = None
                     env=_env(),
                 )
             )
-        yield info["address"]
+        yield (info["address"], procs[0].pid) if keep_scheduler_pid else info["address"]
     finally:
         for p in reversed(procs):
             if p.poll() is None:

@@ -1,7 +1,8 @@
-"""Distributed training on Dask (rffor.distributed): oracle tests against the serial loop, failures, checkpoints, TLS.
+"""The Dask executor (rffor.executor.dask): oracle tests against the serial executor, failures, checkpoints, TLS.
 
-Every fit compares bit for bit with :func:`rffor.solvers.rff.fit_rff` run in this process. Dask's Nanny workers run
-one BLAS thread, so this module runs NumPy with one BLAS thread too (BLAS results depend on the thread count).
+Every fit on a cluster is compared bit for bit with the same fit (same P) on :class:`rffor.executor.SerialExecutor`
+in this process. Dask's Nanny workers run one BLAS thread, so this module runs NumPy with one BLAS thread too (BLAS
+results depend on the thread count).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import io
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -19,13 +22,25 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
+import rffor.checkpoint as ckpt
 import rffor.data
 from rffor import FunctionalRegressor
-from rffor import distributed as rd
+from rffor.chunked import ArrayData
+from rffor.executor import (
+    RoundFailedError,
+    RoundTimeoutError,
+    SchedulerUnreachableError,
+    SerialExecutor,
+    make_executor,
+    usable_cpus,
+    uses_dask,
+)
+from rffor.executor.dask import DaskExecutor, configure_dask, connect
 from rffor.kernels import Gaussian
 from rffor.losses import Huber, Square
-from rffor.solvers import rff
+from rffor.progress import RoundProgress
 from rffor.solvers.dsgd import SGDState
+from rffor.solvers.rff import fit_rff, objective
 
 KW = dict(
     loss=Huber(kappa=0.1, p=1),
@@ -70,6 +85,10 @@ def store_missing(tmp_path_factory):
     return tc.write_store(tmp_path_factory.mktemp("data") / "missing.zarr", n=1200, chunks=200, missing=0.2)
 
 
+def on(client, **kw):
+    return DaskExecutor(client=client, **kw)
+
+
 def assert_same(a, b):
     assert a.coef.dtype == b.coef.dtype
     np.testing.assert_array_equal(a.coef, b.coef)
@@ -80,27 +99,31 @@ def assert_same(a, b):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def test_use_dask_rule(store, tmp_path):
-    arrays = (np.zeros((4, 2)), np.zeros((4, 3)))
-    assert not rd.use_dask(arrays)
-    assert not rd.use_dask(arrays, n_partitions=1)
-    assert rd.use_dask(arrays, n_partitions=2)
-    assert rd.use_dask(arrays, scheduler_address="tcp://127.0.0.1:8786")
-    assert rd.use_dask(arrays, client=object())
-    assert rd.use_dask(store)
-    assert not rd.use_dask(store, n_partitions=1)
+def test_uses_dask_rule(store, tmp_path):
+    arrays = ArrayData(np.zeros((4, 2)), np.zeros((4, 3)))
+    assert not uses_dask(arrays)
+    assert not uses_dask(arrays, n_partitions=1)
+    assert uses_dask(arrays, n_partitions=2)
+    assert uses_dask(arrays, scheduler_address="tcp://127.0.0.1:8786")
+    assert uses_dask(arrays, client=object())
+    assert uses_dask(store)
+    assert not uses_dask(store, n_partitions=1)
     one_chunk = tc.write_store(tmp_path / "one.zarr", n=50, chunks=50)
-    assert not rd.use_dask(one_chunk)  # nothing to partition
+    assert not uses_dask(one_chunk)  # nothing to partition
+    assert isinstance(make_executor(arrays), SerialExecutor)
+    assert isinstance(make_executor(store), DaskExecutor)
+    with pytest.raises(ValueError, match="security"):
+        make_executor(arrays, security=object())
 
 
 def test_shipped_dask_config_is_a_default():
     import dask
 
-    config = rd.configure_dask()
+    config = configure_dask()
     assert config["distributed"]["nanny"]["pre-spawn-environ"]["MALLOC_MMAP_THRESHOLD_"] == 16777216
     assert dask.config.get("distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_") == 16777216
     with dask.config.set({"rffor.round-retries": 5}):  # the user's settings win
-        rd.configure_dask()
+        configure_dask()
         assert dask.config.get("rffor.round-retries") == 5
 
 
@@ -116,7 +139,7 @@ def test_embedded_cluster_sets_worker_environment_and_closes():
             dask.config.get("distributed.admin.tick.interval"),  # rffor's survives Dask's (loaded before it)
         )
 
-    with rd.connect(n_workers=1) as conn:
+    with connect(n_workers=1) as conn:
         env = conn.client.run(worker_settings)
         cluster = conn.cluster
     assert list(env.values()) == [("16777216", "67108864", "1", "1s")]
@@ -124,46 +147,42 @@ def test_embedded_cluster_sets_worker_environment_and_closes():
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# oracle tests: the cluster computes what the serial loop computes
+# oracle tests: the cluster computes what the serial executor computes
 # ---------------------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.timeout(120)
 def test_one_partition_on_cluster_equals_single_process(client, store):
-    ref = rff.fit_rff(store, **KW)  # single-process DSGD, P = 1
-    out = rd.fit(store, client=client, n_partitions=1, **KW)
-    assert out.method == "sgd" and out.plan.n_partitions == 1
+    ref = fit_rff(store, **KW)  # serial, P = 1
+    out = fit_rff(store, n_partitions=1, executor=on(client), **KW)
+    assert out.method == "sgd" and out.n_partitions == 1
     assert_same(out, ref)
 
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("in_memory", [False, True], ids=["zarr", "in-memory"])
-def test_partitions_on_cluster_equal_serial_partition_loop(client, store, in_memory):
-    ref = rff.fit_rff(store, n_partitions=3, local_steps=7, **KW)
+@pytest.mark.parametrize("init", ["zeros", "closed_form"])
+def test_partitions_on_cluster_equal_serial_partitions(client, store, in_memory, init):
+    """P = 3 partitions: the Dask executor gives the serial executor's model bit for bit, warm start (map-reduced
+    over partitions, reweighted) and preconditioner included."""
+    kw = dict(KW, loss=Huber(0.1, 2), init=init, n_partitions=3, local_steps=7)
+    ref = fit_rff(store, **kw)
     data = store
     if in_memory:
         X, Y = store.read()
-        data = rff.ArrayData(X, Y, store.theta, chunk_rows=store.chunk_rows)
-    out = rd.fit(data, client=client, n_partitions=3, local_steps=7, **KW)
+        data = ArrayData(X, Y, store.theta, chunk_rows=store.chunk_rows)
+    out = fit_rff(data, executor=on(client), **kw)
     assert out.plan.n_partitions == 3 and out.plan.n_rounds > 3
+    assert (out.plan.config.precond is not None) == (init == "closed_form") or kw["init"] == "zeros"
     assert_same(out, ref)
     assert [h["loss"] for h in out.history] == [h["loss"] for h in ref.history]
-
-
-@pytest.mark.timeout(120)
-def test_preconditioned_partitions_on_cluster_equal_serial_loop(client, store):
-    kw = dict(KW, precondition_rank=16)
-    ref = rff.fit_rff(store, n_partitions=2, local_steps=7, **kw)
-    out = rd.fit(store, client=client, n_partitions=2, local_steps=7, **kw)
-    assert out.plan.config.precond is not None and out.plan.config.precond.rank == 16
-    assert_same(out, ref)
 
 
 @pytest.mark.timeout(120)
 def test_estimator_on_cluster_equals_serial(client, store):
     kw = {k: v for k, v in KW.items() if k != "init"}
     est = FunctionalRegressor(solver="rff", client=client, n_partitions=2, init="zeros", **kw).fit(store)
-    ref = rff.fit_rff(store, n_partitions=2, **KW)
+    ref = fit_rff(store, n_partitions=2, **KW)
     np.testing.assert_array_equal(est.coef_, ref.coef)
     X, _ = store.chunk(0)
     assert est.predict(X).shape == (X.shape[0], store.m)
@@ -172,46 +191,63 @@ def test_estimator_on_cluster_equals_serial(client, store):
 @pytest.mark.timeout(120)
 def test_averaged_local_sgd_converges_to_closed_form(client, store):
     kw = dict(KW, loss=Square(), lam=1e-2, n_epochs=40, step_decay=0.5)
-    exact = rff.fit_rff(store, **kw)  # square loss: the one-pass closed form, the optimum of (P_rf)
+    exact = fit_rff(store, **kw)  # square loss: the one-pass closed form, the optimum of (P_rf)
     assert exact.method == "closed_form"
-    sgd = rd.fit(store, client=client, n_partitions=4, rff_method="sgd", **kw)
+    sgd = fit_rff(store, executor=on(client), n_partitions=4, rff_method="sgd", **kw)
     phi = exact.input_features
     Phi_theta = exact.output_features.transform(store.theta)
-    J_star = rff.objective(store, exact.coef, phi, Phi_theta, Square(), kw["lam"])
-    J = rff.objective(store, sgd.coef, phi, Phi_theta, Square(), kw["lam"])
+    J_star = objective(store, exact.coef, phi, Phi_theta, Square(), kw["lam"])
+    J = objective(store, sgd.coef, phi, Phi_theta, Square(), kw["lam"])
     assert J_star <= J <= J_star * (1 + 1e-3), (J, J_star)
 
 
 @pytest.mark.timeout(120)
-def test_map_reduce_closed_form_equals_in_memory(client, store):
-    phi, _, Phi_theta, _, _ = rd._feature_maps(store, 3, dict(KW))
-    X, Y = store.read()
-    mem = rff.feature_sums(rff.ArrayData(X, Y, store.theta, chunk_rows=store.chunk_rows), phi, Phi_theta)
-    one = rd.dask_feature_sums(client, store, phi, Phi_theta, n_groups=1)
-    np.testing.assert_array_equal(one.xx, mem.xx)
-    np.testing.assert_array_equal(one.xy, mem.xy)
-    assert (one.n, one.yy) == (mem.n, mem.yy)
-    many = rd.dask_feature_sums(client, store, phi, Phi_theta, n_groups=5)
-    np.testing.assert_allclose(many.xx, mem.xx, rtol=1e-12, atol=1e-9)
-    np.testing.assert_allclose(many.xy, mem.xy, rtol=1e-12, atol=1e-9)
-    # the whole square-loss fit: map-reduce on the cluster vs in-memory closed form
+def test_map_reduce_closed_form(client, store):
+    """The square-loss closed form: sums reduced by P tasks on the cluster equal the serial P-partition fit bit for
+    bit, and the in-memory single-pass fit to float32 rounding."""
     kw = dict(KW, loss=Square())
-    ref = rff.fit_rff((X, Y, store.theta), **kw)
-    out = rd.fit(store, client=client, **kw)
+    X, Y = store.read()
+    ref = fit_rff((X, Y, store.theta), **kw)
+    serial = fit_rff(store, n_partitions=5, **kw)
+    out = fit_rff(store, executor=on(client), n_partitions=5, **kw)
     assert out.method == ref.method == "closed_form"
+    assert_same(out, serial)
     np.testing.assert_allclose(out.coef, ref.coef, rtol=1e-5, atol=1e-5 * np.abs(ref.coef).max())
 
 
 @pytest.mark.timeout(120)
 def test_closed_form_start_with_missing_outputs_then_dsgd(client, store_missing):
-    # init_max_rows below the data: the preconditioner must come from the cluster's sums over all rows, as in the
-    # serial fit, not from a second pass over one chunk on the driver
+    # init_max_rows below the data: the preconditioner must come from the closed form's sums over all rows
     kw = dict(KW, loss=Square(), n_epochs=2, init_max_rows=200)
-    out = rd.fit(store_missing, client=client, n_partitions=2, **kw)
-    ref = rff.fit_rff(store_missing, n_partitions=2, **kw)
+    out = fit_rff(store_missing, executor=on(client), n_partitions=2, **kw)
+    ref = fit_rff(store_missing, n_partitions=2, **kw)
     assert out.method == ref.method == "sgd"
     assert out.history[0]["round"] == -1
-    np.testing.assert_allclose(out.coef, ref.coef, rtol=1e-4, atol=1e-5)
+    assert_same(out, ref)
+
+
+@pytest.mark.timeout(240)
+def test_driver_reads_metadata_not_chunks(tmp_path):
+    """A distributed Huber fit from a Zarr store on a LocalCluster of worker processes: every pass over the data
+    (warm start, reweighting, preconditioner, rounds) runs on the workers; the driver process reads < 1% of the
+    store's bytes (``/proc/self/io`` rchar)."""
+    if not os.path.exists("/proc/self/io"):
+        pytest.skip("needs Linux /proc/self/io")
+    ds = tc.write_store(tmp_path / "big.zarr", n=40_000, d=60, m=100, chunks=4_000)
+    size = sum(f.stat().st_size for f in (tmp_path / "big.zarr").rglob("*") if f.is_file())
+    kw = dict(KW, loss=Huber(0.1, 2), init="closed_form", n_epochs=1, n_features_x=64)
+
+    def rchar():
+        with open("/proc/self/io") as f:
+            return int(next(line for line in f if line.startswith("rchar")).split()[1])
+
+    with connect(n_workers=2) as conn:
+        fit_rff(ds, executor=on(conn.client), n_partitions=2, **{**kw, "n_epochs": 0.01})  # imports, warm-up
+        before = rchar()
+        out = fit_rff(ds, executor=on(conn.client), n_partitions=2, **kw)
+        read = rchar() - before
+    assert out.method == "sgd" and out.n_iter > 0
+    assert read < 0.01 * size, (read, size)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -221,7 +257,7 @@ def test_closed_form_start_with_missing_outputs_then_dsgd(client, store_missing)
 
 @pytest.mark.timeout(180)
 def test_fit_through_scheduler_address_with_separate_processes(tmp_path, store):
-    ref = rff.fit_rff(store, n_partitions=2, **KW)
+    ref = fit_rff(store, n_partitions=2, **KW)
     with tc.dask_processes(tmp_path, n_workers=2) as address:
         from distributed import Client
 
@@ -229,9 +265,9 @@ def test_fit_through_scheduler_address_with_separate_processes(tmp_path, store):
             c.wait_for_workers(2, timeout=60)
             env = c.run(lambda: os.environ.get("MALLOC_MMAP_THRESHOLD_"))
         assert set(env.values()) == {"16777216"}  # cluster/dask.yaml reached the workers
-        out = rd.fit(store, scheduler_address=address, **KW)  # P defaults to the 2 worker threads
+        out = fit_rff(store, executor=DaskExecutor(scheduler_address=address), **KW)  # P = the 2 worker threads
         est = FunctionalRegressor(solver="rff", scheduler_address=address, **{k: v for k, v in KW.items()}).fit(store)
-    assert out.plan.n_partitions == 2
+    assert out.n_partitions == 2
     assert_same(out, ref)
     np.testing.assert_array_equal(est.coef_, ref.coef)
 
@@ -242,7 +278,7 @@ def test_worker_killed_mid_round_gives_identical_model(tmp_path):
 
     ds = tc.write_store(tmp_path / "big.zarr", n=8000, d=6, m=24, chunks=500)
     kw = dict(KW, n_features_x=512, batch_size=32, n_epochs=6)
-    ref = rff.fit_rff(ds, n_partitions=2, **kw)
+    ref = fit_rff(ds, n_partitions=2, **kw)
     killed = {}
     with (
         LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", **NO_DASHBOARD) as cluster,
@@ -251,10 +287,10 @@ def test_worker_killed_mid_round_gives_identical_model(tmp_path):
         pids = c.run(os.getpid)
         stop = threading.Event()
 
-        def killer():  # SIGKILL the worker running partition 1 of round 2, mid-task
+        def killer():  # SIGKILL the worker running partition 1 of round 3, mid-task
             while not stop.is_set() and not killed:
                 for worker, keys in c.processing().items():
-                    if any("-r2-p1-" in str(k) for k in keys) and worker in pids:
+                    if any("-round-3-p1-" in str(k) for k in keys) and worker in pids:
                         time.sleep(0.05)
                         os.kill(pids[worker], signal.SIGKILL)
                         killed[worker] = pids[worker]
@@ -264,13 +300,58 @@ def test_worker_killed_mid_round_gives_identical_model(tmp_path):
         t = threading.Thread(target=killer, daemon=True)
         t.start()
         try:
-            out = rd.fit(ds, client=c, n_partitions=2, **kw)
+            out = fit_rff(ds, executor=on(c), n_partitions=2, **kw)
         finally:
             stop.set()
             t.join()
     assert killed, "the worker was not killed during the fit"
     assert out.plan.n_rounds >= 4
     assert_same(out, ref)
+
+
+@pytest.mark.timeout(300)
+def test_lost_scheduler_is_not_retried_and_resume_gives_the_uninterrupted_model(tmp_path):
+    """Killed after round 1 of ``rffor fit --scheduler … --checkpoint``, the scheduler's loss fails the command at
+    once (no retries) with a message naming the checkpoint's round and the command that resumes; a new cluster and
+    ``--resume`` give the model of an uninterrupted fit, bit for bit."""
+    tc.write_store(tmp_path / "train.zarr", n=6000, d=6, m=24, chunks=500)
+    ck = tmp_path / "fit.ckpt"
+    for name in ("c1", "c2", "c3"):
+        (tmp_path / name).mkdir()
+    args = [
+        sys.executable, "-m", "rffor.cli", "fit", str(tmp_path / "train.zarr"), "--solver", "rff", "--loss", "huber2",
+        "--kappa", "0.1", "--lam", "1e-3", "--kernel-x", "gaussian:0.5", "--kernel-theta", "gaussian:30",
+        "--features-x", "256", "--epochs", "8", "--batch-size", "16", "--seed", "7", "--checkpoint", str(ck),
+    ]  # fmt: skip
+    with tc.dask_processes(tmp_path / "c1", n_workers=2) as address:
+        full = args + ["--scheduler", address, "--out", str(tmp_path / "ref.rffor")]
+        assert subprocess.run(full, capture_output=True, text=True, timeout=200).returncode == 0
+    ck.unlink()
+    with tc.dask_processes(tmp_path / "c2", n_workers=2, keep_scheduler_pid=True) as (address, scheduler_pid):
+        proc = subprocess.Popen(
+            args + ["--scheduler", address, "--out", str(tmp_path / "part.rffor")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline and not (ck.exists() and ckpt.load(ck).round >= 0):
+            time.sleep(0.05)
+        os.kill(scheduler_pid, signal.SIGKILL)
+        tic = time.monotonic()
+        _, err = proc.communicate(timeout=120)
+        seconds = time.monotonic() - tic
+    assert proc.returncode == 1, err
+    assert "lost the connection to the Dask scheduler" in err and "rerunning" not in err
+    held = ckpt.load(ck).round + 1
+    assert f"holds round {held}/" in err and "--resume" in err
+    assert seconds < 60  # no retry loop against a dead scheduler
+    with tc.dask_processes(tmp_path / "c3", n_workers=2) as address:
+        resumed = args + ["--scheduler", address, "--resume", "--out", str(tmp_path / "resumed.rffor")]
+        out = subprocess.run(resumed, capture_output=True, text=True, timeout=200)
+    assert out.returncode == 0, out.stderr
+    a, b = rffor.load(tmp_path / "ref.rffor"), rffor.load(tmp_path / "resumed.rffor")
+    np.testing.assert_array_equal(a.coef_, b.coef_)
 
 
 @pytest.mark.timeout(180)
@@ -282,7 +363,7 @@ def test_tls_scheduler_refuses_clients_without_certificate(tmp_path, store):
     good = Security(
         tls_ca_file=certs["ca"], tls_client_cert=certs["cert"], tls_client_key=certs["key"], require_encryption=True
     )
-    ref = rff.fit_rff(store, n_partitions=1, **KW)
+    ref = fit_rff(store, n_partitions=1, **KW)
     with tc.dask_processes(tmp_path, n_workers=1, certs=certs) as address:
         assert address.startswith("tls://")
         for security in (
@@ -295,20 +376,22 @@ def test_tls_scheduler_refuses_clients_without_certificate(tmp_path, store):
             ),
         ):
             tic = time.perf_counter()
-            with pytest.raises(rd.SchedulerUnreachableError, match="could not connect"):
-                rd.fit(store, scheduler_address=address, security=security, connect_timeout=5, **KW)
+            with pytest.raises(SchedulerUnreachableError, match="could not connect"):
+                ex = DaskExecutor(scheduler_address=address, security=security, connect_timeout=5)
+                fit_rff(store, executor=ex, **KW)
             assert time.perf_counter() - tic < 20
-        with pytest.raises(rd.SchedulerUnreachableError):  # plain TCP to a TLS scheduler
-            rd.fit(store, scheduler_address=address.replace("tls://", "tcp://"), connect_timeout=5, **KW)
-        out = rd.fit(store, scheduler_address=address, security=good, **KW)
+        with pytest.raises(SchedulerUnreachableError):  # plain TCP to a TLS scheduler
+            ex = DaskExecutor(scheduler_address=address.replace("tls://", "tcp://"), connect_timeout=5)
+            fit_rff(store, executor=ex, **KW)
+        out = fit_rff(store, executor=DaskExecutor(scheduler_address=address, security=good), **KW)
     assert_same(out, ref)
 
 
 def test_unreachable_scheduler_fails_fast_with_clear_error(store):
     address = f"tcp://127.0.0.1:{tc.free_port()}"
     tic = time.perf_counter()
-    with pytest.raises(rd.SchedulerUnreachableError, match=r"could not connect to the Dask scheduler.*within 2 s"):
-        rd.fit(store, scheduler_address=address, connect_timeout=2, **KW)
+    with pytest.raises(SchedulerUnreachableError, match=r"could not connect to the Dask scheduler.*within 2 s"):
+        fit_rff(store, executor=DaskExecutor(scheduler_address=address, connect_timeout=2), **KW)
     assert time.perf_counter() - tic < 15
 
 
@@ -317,79 +400,86 @@ def test_unreachable_scheduler_fails_fast_with_clear_error(store):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-class Interrupt(Exception):
-    pass
+def _die_after(round_: int, monkeypatch, then=None):
+    """Make the fit stop right after writing the checkpoint of ``round_`` (as a killed driver would)."""
+    save = ckpt.save
+
+    def save_then_die(path, state, r, history, info):
+        save(path, state, r, history, info)
+        if r == round_:
+            if then is not None:
+                then()
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(ckpt, "save", save_then_die)
 
 
 @pytest.mark.timeout(120)
-def test_checkpoint_resume_gives_the_uninterrupted_model(client, store, tmp_path):
+def test_checkpoint_resume_gives_the_uninterrupted_model(client, store, tmp_path, monkeypatch):
     kw = dict(KW, local_steps=9)
-    ref = rd.fit(store, client=client, n_partitions=2, **kw)
+    ref = fit_rff(store, executor=on(client), n_partitions=2, **kw)
     ck = tmp_path / "fit.ckpt"
-
-    def stop_after_two(r, state, history):
-        if r == 1:
-            raise Interrupt
-
-    with pytest.raises(Interrupt):
-        rd.fit(store, client=client, n_partitions=2, checkpoint=ck, on_round=stop_after_two, **kw)
-    saved = rd.load_checkpoint(ck)
+    _die_after(1, monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        fit_rff(store, executor=on(client), n_partitions=2, checkpoint=ck, **kw)
+    monkeypatch.undo()
+    saved = ckpt.load(ck)
     assert saved.round == 1 and len(saved.history) == 2
     assert saved.info["n_partitions"] == 2 and saved.info["random_state"] == KW["random_state"]
     # resume: P and the random state come from the checkpoint; the result is the same bits
-    out = rd.fit(store, client=client, checkpoint=ck, resume=True, **{**kw, "random_state": None})
+    out = fit_rff(store, executor=on(client), checkpoint=ck, resume=True, **{**kw, "random_state": None})
     assert_same(out, ref)
     assert [h["loss"] for h in out.history] == [h["loss"] for h in ref.history]
-    assert rd.load_checkpoint(ck).round == ref.plan.n_rounds - 1
-    # in process too (same checkpoint format)
-    with pytest.raises(Interrupt):
-        rd.fit(store, distributed=False, n_partitions=2, checkpoint=ck, on_round=stop_after_two, **kw)
-    out = rd.fit(store, distributed=False, checkpoint=ck, resume=True, **kw)
-    assert_same(out, ref)
+    assert ckpt.load(ck).round == ref.plan.n_rounds - 1
+    # in process too (same checkpoint format), and across executors
+    _die_after(1, monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        fit_rff(store, n_partitions=2, checkpoint=ck, **kw)
+    monkeypatch.undo()
+    assert_same(fit_rff(store, checkpoint=ck, resume=True, **kw), ref)
 
 
 def test_resume_refuses_a_checkpoint_of_another_fit(store, tmp_path):
     ck = tmp_path / "fit.ckpt"
     kw = dict(KW, n_epochs=1)
-    rd.fit(store, distributed=False, n_partitions=2, checkpoint=ck, **kw)
+    fit_rff(store, n_partitions=2, checkpoint=ck, **kw)
     with pytest.raises(ValueError, match=r"belongs to another fit: settings\.lam"):
-        rd.fit(store, distributed=False, checkpoint=ck, resume=True, **{**kw, "lam": 0.5})
+        fit_rff(store, checkpoint=ck, resume=True, **{**kw, "lam": 0.5})
     with pytest.raises(ValueError, match="random_state"):
-        rd.fit(store, distributed=False, checkpoint=ck, resume=True, **{**kw, "random_state": 8})
+        fit_rff(store, checkpoint=ck, resume=True, **{**kw, "random_state": 8})
     with pytest.raises(ValueError, match="resume=True needs checkpoint"):
-        rd.fit(store, resume=True, **kw)
-
-
-@pytest.mark.parametrize(
-    "key", ["map_partitions", "initial_state", "start_round", "history", "initial_sums", "on_message"]
-)
-def test_fit_refuses_the_arguments_it_manages(store, key):
-    with pytest.raises(TypeError, match=f"{key} is managed by rffor.distributed.fit"):
-        rd.fit(store, distributed=False, **KW, **{key: None})
+        fit_rff(store, resume=True, **kw)
 
 
 @pytest.mark.timeout(120)
-def test_failed_fit_leaves_last_good_checkpoint(client, tmp_path):
+def test_failed_fit_leaves_last_good_checkpoint(client, tmp_path, monkeypatch):
     ds = tc.write_store(tmp_path / "data.zarr", n=1500, chunks=250)
     ck = tmp_path / "fit.ckpt"
     kw = dict(KW, local_steps=5)
-    states = {}
+    save, states = ckpt.save, {}
 
-    def remember(r, state, history):
+    def remember(path, state, r, history, info):
         states[r] = state.copy()
 
-    rd.fit(ds, client=client, n_partitions=2, on_round=remember, **kw)
+    monkeypatch.setattr(ckpt, "save", remember)
+    fit_rff(ds, n_partitions=2, checkpoint=ck, **kw)  # the states an undisturbed fit has after each round
+    monkeypatch.undo()
 
-    def corrupt_after_first(r, state, history):
+    def corrupt_store():
+        for chunk in (tmp_path / "data.zarr" / "y" / "c").rglob("*"):
+            if chunk.is_file():
+                chunk.write_bytes(b"not a zstd frame")
+
+    def save_then_corrupt(path, state, r, history, info):
+        save(path, state, r, history, info)
         if r == 0:
-            for chunk in (tmp_path / "data.zarr" / "y" / "c").rglob("*"):
-                if chunk.is_file():
-                    chunk.write_bytes(b"not a zstd frame")
+            corrupt_store()
 
+    monkeypatch.setattr(ckpt, "save", save_then_corrupt)
     with pytest.raises(Exception) as info:  # the task's own error (a codec error), not a retry loop
-        rd.fit(ds, client=client, n_partitions=2, checkpoint=ck, on_round=corrupt_after_first, **kw)
-    assert not isinstance(info.value, (rd.RoundFailedError, rd.RoundTimeoutError))
-    saved = rd.load_checkpoint(ck)
+        fit_rff(ds, executor=on(client), n_partitions=2, checkpoint=ck, **kw)
+    assert not isinstance(info.value, (RoundFailedError, RoundTimeoutError))
+    saved = ckpt.load(ck)
     assert saved.round == 0
     np.testing.assert_array_equal(saved.state.B, states[0].B)
     np.testing.assert_array_equal(saved.state.B_avg, states[0].B_avg)
@@ -402,9 +492,8 @@ def test_hung_round_is_detected_and_reported(client, store):
     hanging = tc.HangingDataset.of(store)
     tic = time.perf_counter()
     try:
-        with pytest.raises(rd.RoundTimeoutError, match=r"round 1 did not finish within 1\.5 s: partition 0"):
-            # precondition_rank=0: the preconditioner's covariance pass reads the data on the driver, before rounds
-            rd.fit(hanging, client=client, n_partitions=2, round_timeout=1.5, **dict(KW, precondition_rank=0))
+        with pytest.raises(RoundTimeoutError, match=r"round 1 did not finish within 1\.5 s: partition 0"):
+            fit_rff(hanging, executor=on(client, round_timeout=1.5), n_partitions=2, **dict(KW, precondition_rank=0))
     finally:
         tc.RELEASE.set()
     assert time.perf_counter() - tic < 20
@@ -413,7 +502,7 @@ def test_hung_round_is_detected_and_reported(client, store):
 def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     ck = tmp_path / "a.ckpt"
     s1 = SGDState.from_coef(np.ones((4, 3)), "float32", t=5)
-    rd.save_checkpoint(ck, s1, 0, [{"round": 0, "loss": float("nan")}], {"random_state": 1})
+    ckpt.save(ck, s1, 0, [{"round": 0, "loss": float("nan")}], {"random_state": 1})
     before = ck.read_bytes()
 
     def broken_savez(f, **arrays):
@@ -422,19 +511,19 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
 
     monkeypatch.setattr(np, "savez", broken_savez)
     with pytest.raises(OSError, match="disk full"):
-        rd.save_checkpoint(ck, SGDState.zeros(4, 3), 1, [], {})
+        ckpt.save(ck, SGDState.zeros(4, 3), 1, [], {})
     monkeypatch.undo()
     assert ck.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.ckpt"]
-    back = rd.load_checkpoint(ck)
+    back = ckpt.load(ck)
     assert back.round == 0 and back.state.t == 5 and np.isnan(back.history[0]["loss"])
     np.testing.assert_array_equal(back.state.B, s1.B)
     (tmp_path / "junk").write_text("hello")
     with pytest.raises(ValueError, match="not a readable rffor checkpoint"):
-        rd.load_checkpoint(tmp_path / "junk")
+        ckpt.load(tmp_path / "junk")
     np.savez(tmp_path / "other.npz", a=np.zeros(2))
     with pytest.raises(ValueError, match="not an rffor checkpoint"):
-        rd.load_checkpoint(tmp_path / "other.npz")
+        ckpt.load(tmp_path / "other.npz")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -445,7 +534,7 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
 def test_progress_lines_and_bar():
     rec = {"round": 0, "loss": 0.125, "samples_per_s": 12345.6}
     out = io.StringIO()
-    p = rd.RoundProgress(3, stream=out, interactive=False)
+    p = RoundProgress(3, stream=out, interactive=False)
     p.update(rec, 1.5)
     p.update({**rec, "round": 1}, 75.0)
     lines = out.getvalue().splitlines()
@@ -454,7 +543,7 @@ def test_progress_lines_and_bar():
         "[rffor] round 2/3  loss 0.125  12,346 samples/s  elapsed 1m15s",
     ]
     out = io.StringIO()
-    p = rd.RoundProgress(2, stream=out, interactive=True, width=4)
+    p = RoundProgress(2, stream=out, interactive=True, width=4)
     p.update(rec, 1.0)
     p.update({**rec, "round": 1}, 2.0)
     text = out.getvalue()
@@ -463,12 +552,16 @@ def test_progress_lines_and_bar():
 
 
 @pytest.mark.timeout(120)
-def test_verbose_fit_reports_every_round(client, store, capsys):
-    rd.fit(store, client=client, n_partitions=2, verbose=1, **{**KW, "n_epochs": 2, "init": "closed_form"})
+def test_verbose_fit_says_what_runs_where(client, store, capsys):
+    fit_rff(store, executor=on(client), n_partitions=2, verbose=1, **{**KW, "n_epochs": 2, "init": "closed_form"})
     err = capsys.readouterr().err
     assert "P = 2 partition(s)" in err and "DSGD: 2 round(s)" in err
-    # the driver's own work before the rounds is reported too
-    assert "warm start: closed form on" in err and "reweighting(s)" in err
+    assert f"over all {store.n} curves" in err
+    # the warm start: on which rows, computed where, and what the driver does
+    assert (
+        f"warm start: square-loss closed form on {store.n} curves ({store.n_chunks} of {store.n_chunks} chunks" in err
+    )
+    assert "sums computed where the data is, solved on the driver" in err and "reweighted closed form(s)" in err
     assert "preconditioner: rank" in err
     assert "round 2/2  loss" in err and "samples/s" in err and "elapsed" in err
 
@@ -480,20 +573,20 @@ def test_verbose_fit_reports_every_round(client, store, capsys):
 
 @pytest.mark.timeout(180)
 def test_embedded_local_cluster(store):
-    out = rd.fit(store, **KW)  # a Dataset and no client: a LocalCluster sized to the machine
-    P = out.plan.n_partitions
-    assert P == min(rd._usable_cpus(), store.n_chunks)
-    ref = rff.fit_rff(store, n_partitions=P, **KW)
+    out = fit_rff(store, executor=make_executor(store), **KW)  # a store and no client: a LocalCluster
+    P = out.n_partitions
+    assert P == min(usable_cpus(), store.n_chunks)
+    ref = fit_rff(store, n_partitions=P, **KW)
     assert_same(out, ref)
 
 
 def test_checkpoint_meta_is_json_without_pickle(tmp_path, store):
     ck = tmp_path / "x.ckpt"
-    rd.fit(store, distributed=False, n_partitions=2, checkpoint=ck, **{**KW, "n_epochs": 1})
+    fit_rff(store, n_partitions=2, checkpoint=ck, **{**KW, "n_epochs": 1})
     with np.load(ck, allow_pickle=False) as z:
         meta = json.loads(str(z["meta"][()]))
         assert z["B"].dtype == np.float32 and z["B_avg"].dtype == np.float64
-    assert meta["format"] == rd.CHECKPOINT_FORMAT
+    assert meta["format"] == ckpt.CHECKPOINT_FORMAT
     assert meta["info"]["fingerprint"]["data"]["n"] == store.n
     assert isinstance(rffor.data.open(store.url), rffor.data.Dataset)
 
@@ -598,5 +691,5 @@ def test_scheduler_without_workers_fails_clearly(store):
     from distributed import LocalCluster
 
     with LocalCluster(n_workers=0, processes=False, **NO_DASHBOARD) as cluster:
-        with pytest.raises(rd.SchedulerUnreachableError, match="has no worker, and none joined within 1 s"):
-            rd.fit(store, scheduler_address=cluster.scheduler_address, connect_timeout=1, **KW)
+        with pytest.raises(SchedulerUnreachableError, match="has no worker, and none joined within 1 s"):
+            fit_rff(store, executor=DaskExecutor(scheduler_address=cluster.scheduler_address, connect_timeout=1), **KW)

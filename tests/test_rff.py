@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import pickle
 
@@ -11,15 +10,17 @@ import pytest
 
 import rffor.data
 from rffor import FunctionalRegressor
+from rffor.chunked import ArrayData
 from rffor.datasets import add_outliers, make_synthetic
+from rffor.executor import SerialExecutor
 from rffor.features import ExactOutputFactor, RandomFourierFeatures
 from rffor.kernels import Gaussian, Laplacian
 from rffor.losses import EpsilonInsensitive, Huber, Square
 from rffor.solvers.closed_form import sylvester_kernel
 from rffor.solvers.dsgd import SGDState
 from rffor.solvers.rff import (
-    ArrayData,
     FeatureSums,
+    FitMaps,
     RoundPlan,
     average_states,
     closed_form_from_sums,
@@ -29,8 +30,6 @@ from rffor.solvers.rff import (
     objective,
     output_gram,
     reweighted_closed_form,
-    run_rounds,
-    serial_map_partitions,
     square_objective_from_sums,
 )
 
@@ -169,8 +168,22 @@ def test_rff_approaches_exact_solver_as_D_grows():
     assert gaps[2] < 0.07, gaps
 
 
+def _masked_optimum(data, res, lam):
+    """The minimiser of (P_rf) for the square loss with missing entries masked (MATH.md §5: each curve averaged
+    over its own observed count), by a dense solve of its normal equations in float64 — independent of DSGD."""
+    Pt = res.output_features.transform(data.theta).astype(np.float64)
+    Phi = res.input_features.transform(data.X).astype(np.float64)
+    obs = ~np.isnan(data.Y)
+    ii, jj = np.nonzero(obs)
+    w = 1.0 / obs.sum(axis=1)[ii] / data.n
+    Z = (Phi[ii][:, :, None] * Pt[jj][:, None, :]).reshape(len(ii), -1)  # rows φ(x_i) ⊗ φ_Θ(θ_j)
+    H = Z.T @ (w[:, None] * Z) + lam * np.eye(Z.shape[1])
+    return np.linalg.solve(H, Z.T @ (w * data.Y[ii, jj])).reshape(Phi.shape[1], Pt.shape[1]), Pt
+
+
 def test_missing_outputs_square_loss(synth):
-    """Square loss with NaN: the closed form on filled outputs, then DSGD on the masked objective."""
+    """Square loss with NaN: the closed form on filled outputs, then DSGD on the masked objective, which reaches
+    the masked optimum (measured: relative excess objective 4e-5 after 30 epochs; the filled closed form: 1.4e-3)."""
     Y = synth.Y_train.copy()
     rng = np.random.default_rng(0)
     Y[rng.random(Y.shape) < 0.2] = np.nan
@@ -179,10 +192,12 @@ def test_missing_outputs_square_loss(synth):
     cf = fit_rff(data, **KW, rff_method="closed_form")
     auto = fit_rff(data, **KW, n_epochs=30, batch_size=32)
     assert cf.method == "closed_form" and auto.method == "sgd" and auto.history[0]["round"] == -1
-    Pt = cf.output_features.transform(synth.theta)
+    B_star, Pt = _masked_optimum(data, auto, LAM)
+    J_star = objective(data, B_star, auto.input_features, Pt, Square(), LAM)
     J_cf = objective(data, cf.coef, cf.input_features, Pt, Square(), LAM)
     J_auto = objective(data, auto.coef, auto.input_features, Pt, Square(), LAM)
-    assert J_auto < J_cf  # DSGD improves the masked objective over the filled closed form
+    assert (J_cf - J_star) / J_star > 5e-4  # the filled closed form is not the masked optimum
+    assert 0 <= (J_auto - J_star) / J_star < 2e-4, (J_auto, J_star)
 
 
 def test_masking_versus_wrong_values(synth):
@@ -228,7 +243,7 @@ def test_one_partition_rounds_replay(synth):
     assert plan.config.average_start == 28  # suffix averaging over the second half
     s = SGDState.from_coef(_warm_start(data, kw["loss"]), "float32")
     for r in range(3):
-        s, steps, _ = plan.run_partition(s, r, 0)
+        s, steps, _ = plan.run_partition(data, 0, [0, 1, 2, 3], s, r)
         assert steps == 19
     assert np.array_equal(s.B_avg.astype(np.float32), res.coef)
 
@@ -242,7 +257,8 @@ def _warm_start(data, loss):
     reweighted closed forms for a Huber loss."""
     phi_x, _, Phi_theta, C_theta = _maps(data)
     B0 = closed_form_from_sums(feature_sums(data, phi_x, Phi_theta), C_theta, LAM, data.m)
-    return reweighted_closed_form(data, phi_x, Phi_theta, C_theta, loss, LAM, B0)[0]
+    with SerialExecutor().open(data) as run:
+        return reweighted_closed_form(run, FitMaps(phi_x, Phi_theta), C_theta, loss, LAM, B0, m=data.m)[0]
 
 
 def _objective_gradient(data, B, loss, lam):
@@ -263,7 +279,9 @@ def test_reweighted_warm_start_is_the_huber2_optimum(synth, tau):
     loss, lam = Huber(0.05, 2), 1e-4
     phi_x, _, Phi_theta, C_theta = _maps(data, "float64")  # float64 passes: monotone to rounding
     B0 = closed_form_from_sums(feature_sums(data, phi_x, Phi_theta), C_theta, lam, data.m)
-    B, objs = reweighted_closed_form(data, phi_x, Phi_theta, C_theta, loss, lam, B0, max_iter=200, tol=1e-13)
+    with SerialExecutor().open(data) as run:
+        maps = FitMaps(phi_x, Phi_theta)
+        B, objs = reweighted_closed_form(run, maps, C_theta, loss, lam, B0, m=data.m, max_iter=200, tol=1e-13)
     assert np.all(np.diff(objs) <= 1e-12 * objs[0])
     scale = np.linalg.norm(_objective_gradient(data, np.zeros_like(B), loss, lam))
     assert np.linalg.norm(_objective_gradient(data, B, loss, lam)) < 1e-5 * scale
@@ -297,62 +315,125 @@ def test_reweighted_warm_start_helps_a_small_kappa(synth):
         assert np.array_equal(est.coef_, res.coef)
 
 
-def test_two_partitions_and_callbacks(synth):
+class _ShippingExecutor(SerialExecutor):
+    """A serial executor that pickles what it ships and every result, and records the passes: the protocol a Dask
+    executor follows, checked without a cluster."""
+
+    def __init__(self):
+        self.labels, self.shared = [], []
+
+    def open(self, data, n_partitions=None):
+        outer = super().open(data, n_partitions)
+        executor = self
+
+        class _Session:
+            def __enter__(self):
+                self.inner = outer.__enter__()
+                self.partitions, self.description = self.inner.partitions, "shipping test executor"
+                return self
+
+            def __exit__(self, *exc):
+                return outer.__exit__(*exc)
+
+            def share(self, obj):
+                executor.shared.append(type(obj).__name__)
+                return pickle.loads(pickle.dumps(obj))
+
+            def release(self, handle):
+                pass
+
+            def map(self, fn, *args, chunks=None, label=""):
+                executor.labels.append(label)
+                parts = [data.subset(p) for p in self.partitions]  # what is shipped of in-memory data
+                out = [
+                    fn(parts[p], p, ids, *args) if ids else None
+                    for p, ids in enumerate(self.inner.map(lambda d, p, ids: ids, chunks=chunks))
+                ]
+                return pickle.loads(pickle.dumps(out))
+
+            def reduce(self, fn, *args, chunks=None, label=""):
+                from rffor.executor import sum_in_order
+
+                return sum_in_order(self.map(fn, *args, chunks=chunks, label=label))
+
+        return _Session()
+
+
+def test_two_partitions_on_any_executor(synth):
+    """The fit talks to its executor only through the protocol: an executor that ships copies (pickled) of the
+    shared objects, of each partition's rows and of every result gives the serial model bit for bit, with the
+    plan shipped once and the state once per round."""
     data = ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=160)
-    seen = []
-    res = fit_rff(
-        data,
-        **KW,
-        loss=Huber(0.1, 2),
-        batch_size=32,
-        n_epochs=4,
-        n_partitions=2,
-        local_steps=5,
-        on_round=lambda r, st, h: seen.append((r, st.t, len(h))),
-    )
-    assert res.plan.partitions == [[0, 1], [2, 3]]
+    kw = dict(KW, loss=Huber(0.1, 2), batch_size=32, n_epochs=4, n_partitions=2, local_steps=5)
+    res = fit_rff(data, **kw)
+    assert res.n_partitions == 2 and res.plan.n_partitions == 2
     assert res.plan.round_steps == [5] * 8  # 4 epochs of the largest partition (10 steps) in rounds of 5
-    assert seen == [(r, 5 * (r + 1), r + 1) for r in range(8)]
     assert [h["steps"] for h in res.history] == [10] * 8 and res.n_iter == 40
-    assert np.all(np.isfinite(res.objective_history))
-    # a custom map (e.g. Dask) returning the serial results gives the same model
-    calls = []
-
-    def my_map(plan, state, r):
-        calls.append(r)
-        return [pickle.loads(pickle.dumps(plan)).run_partition(state, r, p) for p in range(plan.n_partitions)]
-
-    res2 = fit_rff(
-        data, **KW, loss=Huber(0.1, 2), batch_size=32, n_epochs=4, n_partitions=2, local_steps=5, map_partitions=my_map
-    )
-    assert calls == list(range(8)) and np.array_equal(res.coef, res2.coef)
+    assert [h["t"] for h in res.history] == [5 * (r + 1) for r in range(8)]
+    ex = _ShippingExecutor()
+    res2 = fit_rff(data, **kw, executor=ex)
+    assert np.array_equal(res.coef, res2.coef)
+    assert ex.labels[0] == "warm start" and ex.labels[-8:] == [f"round {r + 1}" for r in range(8)]
+    assert ex.shared.count("RoundPlan") == 1 and ex.shared.count("SGDState") == 8 and ex.shared.count("FitMaps") == 1
 
 
-def test_resume_from_checkpoint_gives_the_same_model(synth):
+def test_resume_from_checkpoint_gives_the_same_model(synth, tmp_path, monkeypatch):
+    """A fit that dies after round 2 (its checkpoint written) resumes to the uninterrupted model, bit for bit."""
+    import rffor.checkpoint as ckpt
+
     data = ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=160)
     kw = dict(KW, loss=EpsilonInsensitive(0.05, 2), batch_size=32, n_epochs=4, n_partitions=2)
-    checkpoints = {}
-    full = fit_rff(data, **kw, on_round=lambda r, st, h: checkpoints.update({r: (st.copy(), list(h))}))
-    state, history = checkpoints[1]
-    resumed = fit_rff(data, **kw, initial_state=state, start_round=2, history=history)
+    full = fit_rff(data, **kw)
+    path = tmp_path / "fit.ckpt"
+    save = ckpt.save
+
+    def save_then_die(p, state, r, history, info):
+        save(p, state, r, history, info)
+        if r == 1:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(ckpt, "save", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        fit_rff(data, **kw, checkpoint=path)
+    monkeypatch.undo()
+    assert ckpt.load(path).round == 1
+    resumed = fit_rff(data, **kw, checkpoint=path, resume=True)
     assert np.array_equal(full.coef, resumed.coef) and resumed.n_iter == full.n_iter
-    assert len(resumed.history) == len(full.history)
+    assert [h["loss"] for h in resumed.history] == [h["loss"] for h in full.history]
+    with pytest.raises(ValueError, match=r"belongs to another fit: settings\.lam"):
+        fit_rff(data, **{**kw, "lam": 0.5}, checkpoint=path, resume=True)
 
 
-def test_run_rounds_directly(synth):
-    data = ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=200)
+def test_in_process_checkpointed_fit_never_imports_dask(synth, tmp_path):
+    """An in-process fit with a checkpoint uses the serial executor: no Dask module is imported."""
+    import subprocess
+    import sys
+
+    code = f"""
+import sys, numpy as np
+from rffor import FunctionalRegressor
+from rffor.losses import Huber
+rng = np.random.default_rng(0)
+X, Y = rng.standard_normal((200, 3)), rng.standard_normal((200, 5))
+ck = {str(tmp_path / "c.ckpt")!r}
+est = FunctionalRegressor(Huber(0.1, 2), solver="rff", n_features_x=20, n_epochs=2, checkpoint=ck).fit(X, Y)
+bad = sorted(m for m in sys.modules if m.split(".")[0] in ("dask", "distributed"))
+assert not bad, bad
+print("ok", est.n_iter_)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ok") and (tmp_path / "c.ckpt").exists()
+
+
+def test_round_plan_is_small_to_ship(synth):
     phi_x, _, Pt = _features(synth)
     from rffor.solvers.dsgd import SGDConfig
 
-    plan = RoundPlan(data, data.partition(3), [4, 4], SGDConfig(Square(), LAM, 50), phi_x, Pt, 7)
-    s0 = SGDState.zeros(100, Pt.shape[1])
-    state, hist = run_rounds(
-        s0, lambda st, r: serial_map_partitions(plan, st, r), plan.n_rounds, lam=LAM, batch_size=50
-    )
-    assert state.t == 8 and [h["round"] for h in hist] == [0, 1] and s0.t == 0
-    assert plan.seed(1, 2) == (7, 1, 2)
-    # small to ship: no frequencies inside (a Dataset is a path; in-memory ArrayData carries its arrays)
-    assert len(pickle.dumps(dataclasses.replace(plan, data=None))) < 20_000
+    plan = RoundPlan([4, 4], SGDConfig(Square(), LAM, 50), phi_x, Pt, 7, n_partitions=3)
+    assert plan.seed(1, 2) == (7, 1, 2) and plan.n_rounds == 2
+    # no frequencies inside: they are redrawn from the seed where the plan is used
+    assert len(pickle.dumps(plan)) < 20_000
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -459,9 +540,19 @@ def test_estimator_rff_in_memory_and_dataset(synth, store):
     assert a.objective_history_.shape == (3,)
     assert a.predict(synth.X_test).shape == (100, 30)
     assert a.predict(synth.X_test, theta=[0.25, 0.5]).shape == (100, 2)
-    assert a.score(synth.X_test, synth.Y_test) > 0.3
+    # the estimator is fit_rff: same model, and its score is R² of fit_rff's predictions computed here
+    ref = fit_rff((synth.X_train, synth.Y_train, synth.theta), **{k: v for k, v in est_kw.items() if k != "solver"})
+    assert np.array_equal(a.coef_, ref.coef)
+    P, Yt = ref.predict(synth.X_test).astype(np.float64), synth.Y_test
+    r2 = np.mean(1 - ((Yt - P) ** 2).sum(0) / ((Yt - Yt.mean(0)) ** 2).sum(0))
+    assert a.score(synth.X_test, synth.Y_test) == pytest.approx(r2, rel=1e-6)
+    # and close to the exact solver's (a model predicting zeros scores about 0 here)
+    exact = FunctionalRegressor(loss=Huber(0.1, 2), kernel_x=KX, kernel_theta=KT, lam=LAM, solver="admm")
+    exact_r2 = exact.fit(synth.X_train, synth.Y_train, theta=synth.theta).score(synth.X_test, synth.Y_test)
+    assert abs(a.score(synth.X_test, synth.Y_test) - exact_r2) < 0.1, (r2, exact_r2)
     b = FunctionalRegressor(**est_kw).fit(store)
-    assert b.solver_ == "rff" and b.coef_.shape == a.coef_.shape and b.score(synth.X_test, synth.Y_test) > 0.3
+    assert b.solver_ == "rff" and b.coef_.shape == a.coef_.shape
+    assert abs(b.score(synth.X_test, synth.Y_test) - exact_r2) < 0.1
     # the same chunking (one in-memory chunk of 600 rows vs the store's 160) is needed for bit-identity
     c = FunctionalRegressor(**est_kw).fit(
         rffor.data.write(str(store.url) + "-one", synth.X_train, synth.Y_train, synth.theta, chunks=600)

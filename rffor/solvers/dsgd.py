@@ -1,8 +1,12 @@
 """Local doubly stochastic gradient steps on the random-feature model (MATH.md §5; thesis 003 Algorithm 3.2).
 
-Pure NumPy, no Dask: the single-process solver (:mod:`rffor.solvers.rff`) and the distributed one
-(:mod:`rffor.distributed`) run exactly these functions, so that a distributed fit with P partitions equals the
-serial loop with P partitions bit for bit.
+"Doubly stochastic" in the sense of thesis 003: a step samples curves and, for integral losses with
+``n_theta_samples`` set, locations θ of them (off by default: every observed location is used); the random
+features are drawn once per fit, not at every step as in Dai et al. (2014).
+
+Pure NumPy, no Dask: the round tasks of :func:`rffor.solvers.rff.fit_rff` run exactly these functions wherever the
+executor puts them (:mod:`rffor.executor`), so that a fit with P partitions on a Dask cluster equals the serial
+loop with P partitions bit for bit.
 
 The problem is (P_rf) of MATH.md §5::
 
@@ -40,6 +44,7 @@ import numpy as np
 
 from .._linalg import eigh_psd
 from .._validation import check_dtype, check_int, check_real
+from ..chunked import chunk_rows
 from ..features import seed_sequence
 from ..losses import Loss
 
@@ -50,7 +55,6 @@ __all__ = [
     "sgd_steps",
     "partition_steps",
     "partition_seed",
-    "chunk_rows",
     "epoch_steps",
     "SGD_STREAM",
 ]
@@ -342,12 +346,6 @@ def sgd_steps(
     return SGDState(B, B_avg, t), loss_sum
 
 
-def chunk_rows(data, i: int) -> int:
-    """Number of rows of chunk ``i`` of a Dataset-like object (attributes ``n`` and ``chunk_rows``)."""
-    c = data.chunk_rows
-    return max(0, min(c, data.n - i * c))
-
-
 def epoch_steps(data, chunk_ids, batch_size: int) -> int:
     """Steps of one pass over the given chunks: ``Σ_i ceil(rows_i / batch_size)``."""
     return sum(-(-chunk_rows(data, int(i)) // batch_size) for i in chunk_ids)
@@ -364,12 +362,6 @@ def partition_seed(seed) -> np.random.SeedSequence:
     if isinstance(seed, (tuple, list)) and len(seed) >= 1:
         return seed_sequence((seed[0], SGD_STREAM, *seed[1:]))
     return seed_sequence((seed, SGD_STREAM))
-
-
-def _iter_visits(data, visits: list[int]):
-    if hasattr(data, "iter_chunks"):
-        return data.iter_chunks(visits)
-    return ((i, *data.chunk(i)) for i in visits)
 
 
 def partition_steps(
@@ -392,9 +384,8 @@ def partition_steps(
     ----------
     state : SGDState
         Starting point (not modified).
-    data : rffor.data.Dataset or ArrayData
-        Anything with ``n``, ``chunk_rows`` and ``chunk(i) -> (X_i, Y_i)`` (``iter_chunks`` is used when present,
-        to read the next chunk while computing).
+    data : chunked dataset (:mod:`rffor.chunked`)
+        The partition's data (``iter_chunks`` reads the next chunk while this one is computed, for a Zarr store).
     chunk_ids : sequence of int
         The partition's chunks.
     n_steps : int
@@ -436,7 +427,7 @@ def partition_steps(
     features = np.empty((block, input_features.n_features), dtype=dtype)  # reused by every visit
     work = np.empty((block, input_features.n_features // 2), dtype=dtype)
     done, loss_sum = 0, 0.0
-    with contextlib.closing(_iter_visits(data, visits)) as chunks:
+    with contextlib.closing(data.iter_chunks(visits)) as chunks:
         for _, X_i, Y_i in chunks:
             rows = X_i.shape[0]
             perm = rng.permutation(rows)

@@ -1,0 +1,206 @@
+"""The chunked-data protocol: how a random-feature fit sees its training data, whatever stores it.
+
+A fit reads its data one chunk of rows at a time, so that a store far larger than memory trains with flat memory,
+and distributes it by **partitions**: contiguous groups of whole chunks (:func:`partition_chunks`). A chunked
+dataset is any object with
+
+==================  ============================================================================================
+``n, d, m``         numbers of curves, input dimension, grid points per curve (ints)
+``theta``           the output grid, ndarray of shape (m,), float64
+``chunk_rows``      rows per chunk c (the last chunk may be shorter); ``n_chunks`` = ceil(n / c)
+``chunk(i)``        ``(X_i, Y_i)`` of chunk i, arrays of shapes (rows_i, d) and (rows_i, m); NaN in Y = unobserved
+``iter_chunks(ids)``  yields ``(i, X_i, Y_i)`` for the given chunk ids in order (may read ahead)
+``partition(P)``    ``partition_chunks(n_chunks, P)``
+``workers_can_read``  True when another process can read the chunks from a pickled copy of the object (a Zarr
+                    store on a shared file system or an object store: the Dask executor then ships the small
+                    description and every worker reads its own chunks); False when the data lives in this
+                    process's memory (then the executor ships each partition's rows once per fit)
+``subset(ids)``     (only needed when ``workers_can_read`` is False) a chunked dataset holding just those chunks,
+                    under their global ids: what is shipped to the worker of a partition
+==================  ============================================================================================
+
+Backends: :class:`ArrayData` (NumPy arrays in memory, here) and :class:`rffor.data.Dataset` (a Zarr v3 store). A new
+storage backend is one new module implementing the table above; :func:`as_data` accepts it as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ._validation import check_int, check_theta, check_X, check_Y
+
+__all__ = ["ArrayData", "ChunkSubset", "as_data", "chunk_rows", "partition_chunks", "PROTOCOL"]
+
+#: attributes every chunked dataset has (``subset`` too when ``workers_can_read`` is False)
+PROTOCOL = ("n", "d", "m", "theta", "chunk_rows", "n_chunks", "chunk", "iter_chunks", "partition", "workers_can_read")
+
+#: default rows per chunk of in-memory data (:class:`ArrayData`)
+DEFAULT_CHUNK_ROWS = 16384
+
+
+def partition_chunks(n_chunks: int, n_partitions: int) -> list[list[int]]:
+    """Split chunk ids ``0 … n_chunks − 1`` into contiguous groups of about equal numbers of rows.
+
+    Parameters
+    ----------
+    n_chunks : int
+    n_partitions : int
+        Number of groups P wanted (e.g. the number of workers).
+
+    Returns
+    -------
+    list of list of int
+        ``min(P, n_chunks)`` non-empty groups of consecutive chunk ids; together they hold every chunk exactly
+        once, in order. ``r = n_chunks mod P`` groups get one chunk more than the others: the last group (it holds
+        the short last chunk) and the first ``r − 1``, which minimises the largest group's rows.
+    """
+    if isinstance(n_partitions, (bool, np.bool_)) or not isinstance(n_partitions, (int, np.integer)):
+        raise TypeError(f"n_partitions must be an int, got {type(n_partitions).__name__}")
+    if n_partitions < 1:
+        raise ValueError(f"n_partitions must be >= 1, got {n_partitions}")
+    p = min(int(n_partitions), int(n_chunks))
+    q, r = divmod(int(n_chunks), p)
+    sizes = [q + 1 if j < r - 1 else q for j in range(p)]
+    if r:
+        sizes[-1] = q + 1
+    bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+    return [list(range(a, b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def chunk_rows(data, i: int) -> int:
+    """Number of rows of chunk ``i`` of a chunked dataset (from ``n`` and ``chunk_rows``, no read)."""
+    c = data.chunk_rows
+    return max(0, min(c, data.n - int(i) * c))
+
+
+class ArrayData:
+    """In-memory arrays as a chunked dataset (``workers_can_read`` is False).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+    Y : ndarray of shape (n, m)
+        NaN = not observed.
+    theta : ndarray of shape (m,), optional
+        Output grid; default ``linspace(0, 1, m)``.
+    chunk_rows : int, optional
+        Rows per chunk c (default 16384, capped at n). Use the chunking of a Zarr store to get the same model
+        from in-memory and out-of-core fits.
+
+    Notes
+    -----
+    The arrays are referenced, not copied, and not validated (use :func:`as_data` on raw input): chunks are views.
+    """
+
+    workers_can_read = False
+
+    def __init__(self, X: np.ndarray, Y: np.ndarray, theta: np.ndarray | None = None, chunk_rows: int | None = None):
+        X = np.asarray(X)
+        Y = np.asarray(Y)
+        if X.ndim != 2 or Y.ndim != 2 or X.shape[0] != Y.shape[0]:
+            raise ValueError(f"X and Y must be 2-D with the same number of rows, got {X.shape} and {Y.shape}")
+        if X.shape[0] == 0:
+            raise ValueError("X and Y have no rows")
+        self.X, self.Y = X, Y
+        self._theta = check_theta(theta, Y.shape[1])
+        c = DEFAULT_CHUNK_ROWS if chunk_rows is None else check_int(chunk_rows, "chunk_rows", 1)
+        self.chunk_rows = int(min(c, X.shape[0]))
+
+    n = property(lambda self: int(self.X.shape[0]), doc="Number of curves.")
+    d = property(lambda self: int(self.X.shape[1]), doc="Input dimension.")
+    m = property(lambda self: int(self.Y.shape[1]), doc="Grid points per curve.")
+    n_chunks = property(lambda self: -(-self.n // self.chunk_rows), doc="Number of row chunks.")
+
+    @property
+    def theta(self) -> np.ndarray:
+        """The output grid (a copy), shape (m,)."""
+        return self._theta.copy()
+
+    def chunk_slice(self, i: int) -> slice:
+        """Rows of chunk ``i``."""
+        if not 0 <= i < self.n_chunks:
+            raise IndexError(f"chunk id {i} out of range for {self.n_chunks} chunks")
+        c = self.chunk_rows
+        return slice(i * c, min((i + 1) * c, self.n))
+
+    def chunk(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(X_i, Y_i)`` of chunk ``i``: views of shapes (rows_i, d) and (rows_i, m)."""
+        sl = self.chunk_slice(int(i))
+        return self.X[sl], self.Y[sl]
+
+    def iter_chunks(self, chunk_ids: Sequence[int] | None = None, **_):
+        """Yield ``(i, X_i, Y_i)`` for the given chunk ids (default all, in order)."""
+        ids = range(self.n_chunks) if chunk_ids is None else chunk_ids
+        for i in ids:
+            yield (int(i), *self.chunk(int(i)))
+
+    def partition(self, n_partitions: int) -> list[list[int]]:
+        """:func:`partition_chunks` of this data's chunks."""
+        return partition_chunks(self.n_chunks, n_partitions)
+
+    def subset(self, chunk_ids: Sequence[int]) -> ChunkSubset:
+        """The given chunks (copies of their rows) under their global ids: what is shipped to a worker."""
+        return ChunkSubset(self, chunk_ids)
+
+    def __repr__(self) -> str:
+        return f"ArrayData(n={self.n}, d={self.d}, m={self.m}, chunk_rows={self.chunk_rows})"
+
+
+class ChunkSubset(ArrayData):
+    """Some chunks of a chunked dataset, with the interface of the whole (global chunk ids, ``n``, ``chunk_rows``).
+
+    Reading any other chunk raises IndexError. Pickles to the size of its chunks' rows.
+    """
+
+    def __init__(self, data, chunk_ids: Sequence[int]):
+        self._n, self._d, self._m = int(data.n), int(data.d), int(data.m)
+        self.chunk_rows = int(data.chunk_rows)
+        self._theta = np.asarray(data.theta, dtype=np.float64)
+        self._chunks = {int(i): tuple(np.ascontiguousarray(a) for a in data.chunk(int(i))) for i in chunk_ids}
+
+    n = property(lambda self: self._n)
+    d = property(lambda self: self._d)
+    m = property(lambda self: self._m)
+
+    def chunk(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            return self._chunks[int(i)]
+        except KeyError:
+            raise IndexError(f"chunk {i} is not part of this subset ({sorted(self._chunks)})") from None
+
+    def subset(self, chunk_ids: Sequence[int]) -> ChunkSubset:
+        return ChunkSubset(self, chunk_ids)
+
+    def __repr__(self) -> str:
+        return f"ChunkSubset(chunks={sorted(self._chunks)}, n={self.n}, d={self.d}, m={self.m})"
+
+
+def as_data(data, theta=None, chunk_rows: int | None = None):
+    """A chunked dataset from one (returned as it is) or from a tuple ``(X, Y)`` / ``(X, Y, theta)`` (validated).
+
+    Raises
+    ------
+    TypeError
+        ``data`` is neither a tuple nor an object with the attributes of the protocol (:data:`PROTOCOL`).
+    """
+    if isinstance(data, tuple):
+        if len(data) == 2:
+            X, Y = data
+        elif len(data) == 3:
+            X, Y, theta = data
+        else:
+            raise ValueError("data must be a chunked dataset or a tuple (X, Y[, theta])")
+        X = check_X(X)
+        Y = check_Y(Y, n_samples=X.shape[0])
+        return ArrayData(X, Y, check_theta(theta, Y.shape[1]), chunk_rows=chunk_rows)
+    missing = [a for a in PROTOCOL if not hasattr(data, a)]
+    if not getattr(data, "workers_can_read", True) and not hasattr(data, "subset"):
+        missing.append("subset")
+    if missing:
+        raise TypeError(
+            f"data must be a chunked dataset (rffor.data.Dataset, rffor.chunked.ArrayData, or an object with "
+            f"{', '.join(PROTOCOL)}) or a tuple (X, Y[, theta]); {type(data).__name__} has no {missing}"
+        )
+    return data

@@ -1,0 +1,591 @@
+"""The Dask executor: the passes of a random-feature fit as tasks on a Dask cluster, one per partition.
+
+What crosses the network
+------------------------
+- Once per fit, scattered with ``client.scatter(..., hash=False)``: the data of each partition when the workers
+  cannot read it themselves (in-memory arrays: each partition's rows, once), the feature maps (input frequencies
+  are not pickled: each worker redraws them from their seed), and the round plan (SGD configuration with the
+  preconditioner, output features on the grid). A Zarr :class:`rffor.data.Dataset` is a small description: every
+  task opens the store where it runs and reads only its partition's chunks; the driver reads metadata only.
+- Once per round: the DSGD state (B, in the fit's dtype, and its running average B_avg in float64, plus the step
+  counter) to the workers, and each partition's state back.
+- Once per map-reduce pass (closed form, warm start, reweighting): the current B when the pass needs it, to the
+  workers, and each partition's sums (a D_x × D_x and a D_x × D_θ matrix) back to the driver, which adds them in
+  partition order.
+
+Shipped objects travel as one in-band pickle each (:class:`_Packed`), so that their arrays are fresh, aligned
+allocations on the worker: BLAS then computes the driver's bits. Tasks carry keys
+``<name>-<label>-p<partition>-a<attempt>`` (rounds: label ``round-<r+1>``). A scattered object lives
+on one worker; the other workers fetch it from there when their task starts. (``broadcast=True`` replicates it
+from the scheduler instead, but a worker killed during the replication made distributed 2026.8 retry the dead
+address until the key was released: the round hung.) Tasks of a store-backed fit are spread over the worker
+threads by soft placement hints (a task whose worker is gone runs elsewhere; never a hard pin, DASK_NOTES.md);
+in-memory partitions' tasks follow their data.
+
+Failures
+--------
+One helper (:meth:`_DaskSession._run`) runs every pass with the same rules:
+
+- a task lost with its worker (``KilledWorker``, a cancelled future, lost scattered data, a comm error with the
+  scheduler still connected): the whole pass is rerun from the same inputs (shared objects whose worker died are
+  scattered again), up to ``round_retries`` times (Dask config ``rffor.round-retries``, 3); results are
+  bit-identical to an undisturbed run; then :class:`~rffor.executor.RoundFailedError`;
+- the scheduler lost (the client is no longer connected): :class:`~rffor.executor.SchedulerLostError` at once, no
+  retry (:func:`rffor.solvers.rff.fit_rff` adds which round its checkpoint holds and how to resume);
+- a pass taking longer than ``round_timeout`` (Dask config ``rffor.round-timeout``; "auto": 30 minutes for the
+  first pass, then max(2 minutes, 20x the slowest completed pass)): :class:`~rffor.executor.RoundTimeoutError`
+  naming the partitions still pending and where they run;
+- a task's own exception (bad data, out of memory): raised unchanged, with its traceback.
+
+Configuration
+-------------
+rffor ships ``rffor/dask.yaml`` and loads it as Dask *defaults* before starting or joining a cluster
+(:func:`configure_dask`): it sets ``MALLOC_MMAP_THRESHOLD_`` in the Nanny's worker environment (without it NumPy
+loops run about 1.9x slower in Nanny workers, see DASK_NOTES.md) and the ``rffor.*`` keys ``connect-timeout``,
+``round-timeout``, ``round-retries`` and ``local-cluster.*``, which ``dask.config.set`` or a Dask YAML file
+override. Clusters started outside rffor should use ``cluster/dask.yaml``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import numbers
+import os
+import pickle
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import CancelledError as _CFCancelledError
+from dataclasses import dataclass
+from typing import Any
+
+from . import (
+    RoundFailedError,
+    RoundTimeoutError,
+    SchedulerLostError,
+    SchedulerUnreachableError,
+    select_chunks,
+    sum_in_order,
+    usable_cpus,
+)
+
+__all__ = ["DaskExecutor", "configure_dask", "dask_config_path", "connect"]
+
+logger = logging.getLogger("rffor")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# configuration
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def dask_config_path() -> str:
+    """Path of the Dask configuration shipped with rffor (``rffor/dask.yaml``)."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dask.yaml")
+
+
+_CONFIGURED = False
+
+
+def configure_dask() -> dict:
+    """Load rffor's Dask configuration as Dask defaults (idempotent).
+
+    Defaults never override what the user set (Dask YAML files, ``DASK_*`` variables, ``dask.config.set``). The
+    worker-environment fix (``distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_``) takes effect for Nanny
+    workers started by this process afterwards, i.e. the embedded LocalCluster.
+
+    Returns
+    -------
+    dict
+        The configuration read from :func:`dask_config_path`.
+    """
+    global _CONFIGURED
+    import dask.config
+    import distributed  # noqa: F401 - its defaults first: loaded later, they would replace rffor's
+    import yaml
+
+    with open(dask_config_path(), encoding="utf-8") as f:
+        config = yaml.safe_load(f) or {}
+    if not _CONFIGURED:
+        dask.config.update_defaults(config)
+        _CONFIGURED = True
+    return config
+
+
+def _config_seconds(key: str, value=None) -> float | None:
+    """A duration from an explicit value or the Dask config key ``rffor.<key>`` (None / "auto" → None)."""
+    import dask.config
+    from dask.utils import parse_timedelta
+
+    if value is None:
+        configure_dask()
+        value = dask.config.get(f"rffor.{key}", None)
+    if value is None or value == "auto":
+        return None
+    seconds = parse_timedelta(value, default="seconds")
+    if seconds is None or not seconds > 0:
+        raise ValueError(f"{key} must be a positive duration (seconds or a string like '30s'), got {value!r}")
+    return float(seconds)
+
+
+def _config_int(key: str, value=None) -> int:
+    import dask.config
+
+    if value is None:
+        configure_dask()
+        value = dask.config.get(f"rffor.{key}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"{key} must be an integer >= 0, got {value!r}")
+    return int(value)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# connection
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Connection:
+    client: Any
+    description: str
+    cluster: Any = None
+
+
+@contextlib.contextmanager
+def connect(
+    client=None,
+    scheduler_address: str | None = None,
+    security=None,
+    *,
+    connect_timeout: float | str | None = None,
+    n_workers: int | None = None,
+) -> Iterator[_Connection]:
+    """A Dask client for the duration of a fit.
+
+    Parameters
+    ----------
+    client : distributed.Client, optional
+        Used as is and left open.
+    scheduler_address : str, optional
+        ``tcp://host:port`` or ``tls://host:port`` of a running scheduler; a client is opened and closed.
+    security : distributed.Security, optional
+        TLS settings for ``scheduler_address`` (or for the embedded cluster).
+    connect_timeout : float or str, optional
+        Give up connecting after this long (default: Dask config ``rffor.connect-timeout``, 30 s).
+    n_workers : int, optional
+        Embedded LocalCluster: number of workers (default ``rffor.local-cluster.n-workers``: one per usable CPU).
+
+    Yields
+    ------
+    connection
+        With attributes ``client``, ``description`` (for messages) and ``cluster`` (the embedded LocalCluster or
+        None).
+
+    Raises
+    ------
+    SchedulerUnreachableError
+        The scheduler did not answer within the timeout, or refused the connection (e.g. TLS without a valid
+        client certificate).
+    """
+    configure_dask()
+    if client is not None:
+        if scheduler_address is not None:
+            raise ValueError("pass either client or scheduler_address, not both")
+        yield _Connection(client, f"client of {client.scheduler.address}")
+        return
+
+    from distributed import Client
+
+    if scheduler_address is not None:
+        if not isinstance(scheduler_address, str) or not scheduler_address:
+            raise ValueError(f"scheduler_address must be a string like 'tcp://host:8786', got {scheduler_address!r}")
+        timeout = _config_seconds("connect-timeout", connect_timeout) or 30.0
+        tic = time.perf_counter()
+        try:
+            client = Client(scheduler_address, security=security, timeout=timeout, set_as_default=False)
+        except (OSError, TimeoutError, TypeError, ValueError) as exc:
+            hint = (
+                " A tls:// scheduler needs security=distributed.Security(tls_ca_file=..., tls_client_cert=..., "
+                "tls_client_key=..., require_encryption=True) with a certificate signed by its CA "
+                "(see cluster/tls/README.md)."
+            )
+            raise SchedulerUnreachableError(
+                f"could not connect to the Dask scheduler at {scheduler_address!r} within {timeout:g} s "
+                f"(gave up after {time.perf_counter() - tic:.1f} s: {type(exc).__name__}: {exc}). Check that the "
+                f"scheduler is running and reachable from this machine (address, port, firewall).{hint}"
+            ) from exc
+        try:
+            yield _Connection(client, f"scheduler {scheduler_address}")
+        finally:
+            with contextlib.suppress(Exception):
+                client.close()
+        return
+
+    import dask.config
+    from distributed import LocalCluster
+
+    cfg = dask.config.get("rffor.local-cluster", {}) or {}
+    if n_workers is None:
+        n_workers = cfg.get("n-workers", "auto")
+        n_workers = usable_cpus() if n_workers in (None, "auto") else int(n_workers)
+    threads = int(cfg.get("threads-per-worker", 1) or 1)
+    processes = bool(cfg.get("processes", True))
+    kwargs: dict[str, Any] = dict(
+        n_workers=n_workers,
+        threads_per_worker=threads,
+        processes=processes,
+        # no dashboard; the scheduler's HTTP server (health, metrics) always starts: keep it on loopback
+        dashboard_address="127.0.0.1:0",
+        scheduler_kwargs={"dashboard": False},
+        worker_dashboard_address=None,
+    )
+    if processes:
+        kwargs["host"] = "127.0.0.1"
+    if security is not None:
+        kwargs["security"] = security
+        kwargs["protocol"] = "tls://"
+    cluster = LocalCluster(**kwargs)
+    try:
+        client = Client(cluster, security=security, set_as_default=False)
+        try:
+            yield _Connection(
+                client, f"embedded LocalCluster ({n_workers} worker(s) x {threads} thread(s))", cluster=cluster
+            )
+        finally:
+            client.close()
+    finally:
+        cluster.close()
+
+
+def _total_threads(client) -> int:
+    """Threads over all workers connected to the scheduler."""
+    return int(sum(client.nthreads().values()))
+
+
+def _lost_exceptions() -> tuple[type[BaseException], ...]:
+    from distributed import KilledWorker
+    from distributed.comm import CommClosedError
+
+    # distributed's FutureCancelledError / FuturesCancelledError derive from concurrent.futures.CancelledError
+    return (KilledWorker, CommClosedError, _CFCancelledError, OSError)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the executor
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class DaskExecutor:
+    """Runs the passes of a random-feature fit on a Dask cluster (the executor protocol of :mod:`rffor.executor`).
+
+    Parameters
+    ----------
+    client : distributed.Client, optional
+        Run on this cluster (left open).
+    scheduler_address : str, optional
+        Connect to this scheduler (``tcp://host:8786``, ``tls://host:8786``) for the fit.
+    security : distributed.Security, optional
+        TLS settings for ``scheduler_address`` (or for the embedded cluster).
+    n_workers : int, optional
+        Neither client nor scheduler: an embedded LocalCluster (one single-threaded worker process per usable CPU,
+        at most one per partition, bound to 127.0.0.1, no dashboard), started by ``open`` and closed at the end of
+        the fit. Scripts that fit this way need an ``if __name__ == "__main__":`` guard (worker processes import
+        the main module).
+    round_timeout, connect_timeout : float or str, optional
+        Seconds (or Dask duration strings); defaults from the Dask config ``rffor.round-timeout`` and
+        ``rffor.connect-timeout`` (``rffor/dask.yaml``).
+    round_retries : int, optional
+        Reruns of a pass whose tasks were lost with a worker (default Dask config ``rffor.round-retries``, 3).
+    progress : rffor.progress.Progress, optional
+        Where retries are reported (set by the fit).
+    """
+
+    def __init__(
+        self,
+        client=None,
+        scheduler_address: str | None = None,
+        security=None,
+        *,
+        n_workers: int | None = None,
+        round_timeout: float | str | None = None,
+        connect_timeout: float | str | None = None,
+        round_retries: int | None = None,
+        progress=None,
+    ):
+        if client is not None and scheduler_address is not None:
+            raise ValueError("pass either client or scheduler_address, not both")
+        self.client = client
+        self.scheduler_address = scheduler_address
+        self.security = security
+        self.n_workers = n_workers
+        self.round_timeout = _config_seconds("round-timeout", round_timeout)
+        self.connect_timeout = connect_timeout
+        self.round_retries = _config_int("round-retries", round_retries)
+        self.progress = progress
+
+    @property
+    def description(self) -> str:
+        if self.client is not None:
+            return f"Dask client of {self.client.scheduler.address}"
+        if self.scheduler_address is not None:
+            return f"Dask scheduler {self.scheduler_address}"
+        return "an embedded Dask LocalCluster"
+
+    def __repr__(self) -> str:
+        return f"DaskExecutor({self.description})"
+
+    @contextlib.contextmanager
+    def open(self, data, n_partitions: int | None = None) -> Iterator[_DaskSession]:
+        """Connect (or start the embedded cluster), split the data into partitions and ship what must be shipped.
+
+        P = ``n_partitions``, or the number of worker threads of the cluster (embedded: one worker per usable CPU,
+        at most one per chunk).
+        """
+        n_workers = self.n_workers
+        if n_workers is None and self.client is None and self.scheduler_address is None:
+            n_workers = max(1, min(usable_cpus(), n_partitions or data.n_chunks, data.n_chunks))
+        with connect(
+            self.client,
+            self.scheduler_address,
+            self.security,
+            connect_timeout=self.connect_timeout,
+            n_workers=n_workers,
+        ) as conn:
+            threads = _total_threads(conn.client)
+            if threads == 0:
+                timeout = _config_seconds("connect-timeout", self.connect_timeout) or 30.0
+                self._say(f"waiting up to {timeout:g} s for a worker on the {conn.description}")
+                try:
+                    conn.client.wait_for_workers(1, timeout=timeout)
+                except TimeoutError:
+                    raise SchedulerUnreachableError(
+                        f"the {conn.description} has no worker, and none joined within {timeout:g} s "
+                        f"(rffor.connect-timeout): start workers (dask worker {conn.client.scheduler.address})"
+                    ) from None
+                threads = _total_threads(conn.client)
+            partitions = data.partition(n_partitions or threads)
+            session = _DaskSession(self, conn, data, partitions, threads)
+            try:
+                yield session
+            finally:
+                session.close()
+
+    def _timeout(self, seconds: list[float]) -> float:
+        if self.round_timeout is not None:
+            return self.round_timeout
+        if not seconds:
+            return 1800.0
+        return max(120.0, 20.0 * max(seconds))
+
+    def _say(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress.warning(text)
+        else:
+            logger.warning("%s", text)
+
+
+class _Packed:
+    """An object shipped as one pickle with its arrays in band, unpacked where a task uses it.
+
+    Dask's own serialisation sends NumPy arrays as out-of-band frames and rebuilds them as views of the received
+    bytes, at whatever alignment those have (measured: 59 mod 64 bytes). OpenBLAS then takes other code paths and a
+    preconditioned step differed from the serial one in the last bits (2e-7 on float32). Unpickled in band, every
+    array is a fresh allocation, as in the driver's process, and a task on a worker computes the serial bits.
+    """
+
+    __slots__ = ("blob",)
+
+    def __init__(self, obj):
+        self.blob = pickle.dumps(obj, protocol=4)  # protocol 4: no out-of-band buffers
+
+    def unpack(self):
+        return pickle.loads(self.blob)
+
+
+def _task(fn, part, p, chunk_ids, *args):
+    """Run ``fn(part, p, chunk_ids, *args)`` on a worker with the shipped objects unpacked."""
+    unpacked = [a.unpack() if isinstance(a, _Packed) else a for a in args]
+    return fn(part.unpack() if isinstance(part, _Packed) else part, p, chunk_ids, *unpacked)
+
+
+class _Handle:
+    """A shared object: the driver's copy and its future on the cluster (re-scattered if its worker dies)."""
+
+    __slots__ = ("obj", "future")
+
+    def __init__(self, obj, future):
+        self.obj = obj
+        self.future = future
+
+
+class _DaskSession:
+    def __init__(self, executor: DaskExecutor, conn: _Connection, data, partitions, threads: int):
+        self.executor = executor
+        self.client = conn.client
+        self.partitions = partitions
+        self.description = f"{conn.description}, {threads} worker thread(s)"
+        self.name = f"rffor-{uuid.uuid4().hex[:8]}"
+        self.pass_seconds: list[float] = []
+        self.reruns = 0
+        self._handles: list[_Handle] = []
+        self._inline = bool(data.workers_can_read)
+        # the data of partition p as its tasks receive it: the dataset itself (a small description whose tasks
+        # read the store where they run) or, for in-memory data, that partition's rows scattered once
+        self._parts = (
+            [self.share(data)] * len(partitions)
+            if self._inline
+            else [self.share(data.subset(part)) for part in partitions]
+        )
+
+    # ----------------------------------------------------------------------------------------- shipping
+    def share(self, obj) -> _Handle:
+        handle = _Handle(obj, self.client.scatter(_Packed(obj), hash=False))
+        self._handles.append(handle)
+        return handle
+
+    def release(self, handle: _Handle) -> None:
+        with contextlib.suppress(Exception):
+            self.client.cancel([handle.future])
+        with contextlib.suppress(ValueError):
+            self._handles.remove(handle)
+
+    def _refresh(self) -> None:
+        """Scatter again every shared object whose copy on the cluster was lost with its worker."""
+        for h in self._handles:
+            if h.future.status != "finished":
+                with contextlib.suppress(Exception):
+                    self.client.cancel([h.future])
+                h.future = self.client.scatter(_Packed(h.obj), hash=False)
+
+    def close(self) -> None:
+        futures = [h.future for h in self._handles]
+        self._handles = []
+        if futures:
+            with contextlib.suppress(Exception):
+                self.client.cancel(futures)
+
+    # ----------------------------------------------------------------------------------------- passes
+    def map(self, fn, *args, chunks=None, label: str = "pass") -> list:
+        selected = select_chunks(self.partitions, chunks)
+        return self._run(fn, args, selected, label)
+
+    def reduce(self, fn, *args, chunks=None, label: str = "sums"):
+        return sum_in_order(self.map(fn, *args, chunks=chunks, label=label))
+
+    def _scheduler_lost(self) -> bool:
+        return self.client.status != "running"
+
+    def _run(self, fn, args, selected: list[list[int]], label: str) -> list:
+        """One pass: a task per partition with chunks to process, rerun as a whole if tasks are lost."""
+        lost = _lost_exceptions()
+        last: BaseException | None = None
+        for attempt in range(self.executor.round_retries + 1):
+            if attempt:
+                self.reruns += 1
+                self.executor._say(
+                    f"{label}: tasks lost with a worker ({type(last).__name__}: {last}); rerunning it from the same "
+                    f"inputs (attempt {attempt + 1}/{self.executor.round_retries + 1})"
+                )
+                try:
+                    self.client.wait_for_workers(1, timeout=self.executor._timeout(self.pass_seconds))
+                    self._refresh()
+                except lost + (TimeoutError,) as exc:
+                    if self._scheduler_lost():
+                        raise self._lost_scheduler(exc) from exc
+                    last = exc
+                    continue
+            try:
+                return self._attempt(fn, args, selected, label, attempt)
+            except RoundTimeoutError:
+                raise
+            except lost as exc:
+                if self._scheduler_lost():
+                    raise self._lost_scheduler(exc) from exc
+                last = exc
+        raise RoundFailedError(
+            f"{label} lost its tasks {self.executor.round_retries + 1} times (last: {type(last).__name__}: {last}); "
+            "the cluster keeps losing workers"
+        ) from last
+
+    def _lost_scheduler(self, exc: BaseException) -> SchedulerLostError:
+        return SchedulerLostError(
+            f"lost the connection to the Dask scheduler ({self.description}): {type(exc).__name__}: "
+            f"{' '.join(str(exc).split())[:200]}"
+        )
+
+    def _attempt(self, fn, args, selected, label: str, attempt: int) -> list:
+        from distributed import wait
+
+        client = self.client
+        tic = time.perf_counter()
+        resolved = [a.future if isinstance(a, _Handle) else a for a in args]
+        # Where tasks go: a shared object lives on a single worker, and locality would queue every task of the pass
+        # on that worker (measured: 2 workers, the second task started when the first ended). So store-backed
+        # partitions are spread over the worker threads with soft hints (allow_other_workers: a task whose worker
+        # died runs elsewhere); in-memory partitions' tasks follow their scattered rows.
+        slots = self._worker_slots() if self._inline else []
+        futures: dict[int, Any] = {}
+        try:
+            for p, ids in enumerate(selected):
+                if not ids:
+                    continue
+                where = {"workers": [slots[p % len(slots)]], "allow_other_workers": True} if slots else {}
+                futures[p] = client.submit(
+                    _task,
+                    fn,
+                    self._parts[p].future,
+                    p,
+                    ids,
+                    *resolved,
+                    key=f"{self.name}-{label.replace(' ', '-')}-p{p}-a{attempt}",
+                    pure=False,
+                    **where,
+                )
+            timeout = self.executor._timeout(self.pass_seconds)
+            try:
+                with client.as_current():  # distributed.wait uses the current client, not necessarily ours
+                    wait(list(futures.values()), timeout=timeout)
+            except TimeoutError:
+                if self._scheduler_lost():
+                    raise _CFCancelledError("the scheduler connection was lost") from None
+                raise RoundTimeoutError(self._hang_report(label, futures, timeout)) from None
+            for f in futures.values():  # a lost task is retried; a task's own error fails the fit
+                if f.status == "cancelled":
+                    raise _CFCancelledError(f"task {f.key} was cancelled (its worker or its input was lost)")
+                if f.status == "error":
+                    f.result()  # raises the task's exception with its traceback
+            values = dict(zip(futures, client.gather(list(futures.values())), strict=True))
+        finally:
+            with contextlib.suppress(Exception):
+                client.cancel(list(futures.values()))
+        self.pass_seconds.append(time.perf_counter() - tic)
+        return [values.get(p) for p in range(len(selected))]
+
+    def _worker_slots(self) -> list[str]:
+        """Worker addresses, each repeated once per thread, in a fixed order (placement only, never results)."""
+        with contextlib.suppress(Exception):
+            nthreads = self.client.nthreads()
+            return [w for w in sorted(nthreads) for _ in range(int(nthreads[w]))]
+        return []
+
+    def _hang_report(self, label: str, futures: dict, timeout: float) -> str:
+        pending = [(p, f) for p, f in futures.items() if f.status == "pending"]
+        where = {}
+        with contextlib.suppress(Exception):
+            for worker, keys in self.client.processing().items():
+                for key in keys:
+                    where[str(key)] = worker
+        parts = []
+        for p, f in pending:
+            w = where.get(str(f.key))
+            parts.append(f"partition {p} " + (f"running on {w}" if w else "waiting for a worker"))
+        n_workers = "?"
+        with contextlib.suppress(Exception):
+            n_workers = len(self.client.scheduler_info()["workers"])
+        return (
+            f"{label} did not finish within {timeout:g} s: {', '.join(parts) or 'no task pending'} "
+            f"({n_workers} worker(s) connected). A task is hung or a worker is unresponsive; the last good "
+            f"checkpoint is intact (resume=True continues from it). Raise the limit with "
+            f"dask.config.set({{'rffor.round-timeout': '1h'}}) if rounds are legitimately this long."
+        )
