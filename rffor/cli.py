@@ -306,6 +306,8 @@ def _estimator_from_args(args, loss, solver: str):
         if args.features_theta != "exact":
             params["output_features"] = "rff"
             params["n_features_theta"] = args.features_theta
+        if args.method is not None:
+            params["rff_method"] = args.method
         if args.epochs is not None:
             params["n_epochs"] = args.epochs
         if args.batch_size is not None:
@@ -330,6 +332,7 @@ def _resolve_cli_solver(args, n: int) -> str:
         "--scheduler": args.scheduler,
         "--checkpoint": args.checkpoint,
         "--resume": args.resume,
+        "--method": args.method,
         "--epochs": args.epochs,
         "--batch-size": args.batch_size,
         "--precondition": args.precondition is not None,
@@ -909,6 +912,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="NAME:GAMMA",
         help="output kernel, e.g. gaussian:100 (default gaussian:100/span²)",
+    )
+    p.add_argument(
+        "--method",
+        choices=["auto", "closed_form", "mm", "sgd"],
+        default=None,
+        help="rff: closed_form (square loss, one pass), mm (full-batch majorize-minimize passes) or sgd (rounds of "
+        f"local SGD); auto (default {DEFAULTS['rff_method']!r}): closed_form for the square loss, mm otherwise",
     )
     p.add_argument(
         "--features-x",

@@ -62,10 +62,19 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
     n_eig : int or None, default None
         Eigen representation: number r of eigenpairs of K_Θ kept (None: all, r = m).
     tol : float, default 1e-6
-        Exact solvers: stop at this relative duality gap.
+        Exact solvers: stop at this relative duality gap. rff with MM passes: stop when the majorizer promises a
+        decrease below ``tol · J`` (:mod:`rffor.solvers.mm`).
     max_iter : int or None, default None
         Exact solvers: iteration cap (None: the solver's default, :data:`rffor.solvers.EXACT_SOLVERS`: 2000 for
-        ADMM, 20000 for APGD); reaching it warns.
+        ADMM, 20000 for APGD); reaching it warns. rff with MM passes: at most this many passes (None: 50).
+    rff_method : {"auto", "closed_form", "mm", "sgd"}, default "auto"
+        rff: how (P_rf) is solved (:func:`rffor.solvers.rff.fit_rff`). "closed_form": the square loss in one pass
+        of feature sums. "mm": full-batch majorize–minimize passes from the square-loss closed form (every pass a
+        map-reduce of the gradient where the data is; converges to the optimum of (P_rf) for every loss).
+        "sgd": rounds of local doubly stochastic gradient steps with parameter averaging, from a (reweighted)
+        closed form on a sample of rows (``n_epochs``, ``batch_size``, ``local_steps``, ``precondition_rank``,
+        ``init_reweight`` apply to it). "auto": "closed_form" for the square loss (then "mm" if outputs are
+        missing), "mm" otherwise.
     n_features_x : int, default 1000
         rff: number D_x of random Fourier features of k_X (even).
     output_features : {"exact", "rff"}, default "exact"
@@ -163,6 +172,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         "n_eig": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
         "max_iter": [Interval(numbers.Integral, 0, None, closed="left"), None],
+        "rff_method": [StrOptions({"auto", "closed_form", "mm", "sgd"})],
         "n_features_x": [Interval(numbers.Integral, 2, None, closed="left")],
         "output_features": [StrOptions({"exact", "rff"})],
         "n_features_theta": [Interval(numbers.Integral, 2, None, closed="left"), None],
@@ -199,6 +209,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         n_eig=None,
         tol=1e-6,
         max_iter=None,
+        rff_method=RFF_DEFAULTS["rff_method"],
         n_features_x=RFF_DEFAULTS["n_features_x"],
         output_features=RFF_DEFAULTS["output_features"],
         n_features_theta=RFF_DEFAULTS["n_features_theta"],
@@ -231,6 +242,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.n_eig = n_eig
         self.tol = tol
         self.max_iter = max_iter
+        self.rff_method = rff_method
         self.n_features_x = n_features_x
         self.output_features = output_features
         self.n_features_theta = n_features_theta
@@ -410,6 +422,9 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             init_reweight=self.init_reweight,
             precondition_rank=self.precondition_rank,
             dtype=self.dtype,
+            rff_method=self.rff_method,
+            tol=self.tol,
+            max_passes=RFF_DEFAULTS["max_passes"] if self.max_iter is None else self.max_iter,
             random_state=self.random_state,
             executor=executor,
             checkpoint=self.checkpoint,

@@ -26,16 +26,22 @@ class RoundProgress:
     Parameters
     ----------
     n_rounds : int
+        Planned rounds (or at most this many passes).
     stream : file-like, default sys.stderr
         None: log only.
     interactive : bool, optional
         Default ``stream.isatty()``.
     width : int, default 24
         Characters of the bar.
+    unit : str, default "round"
+        What is counted ("round" of DSGD, "pass" of MM).
     """
 
-    def __init__(self, n_rounds: int, *, stream=sys.stderr, interactive: bool | None = None, width: int = 24):
+    def __init__(
+        self, n_rounds: int, *, stream=sys.stderr, interactive: bool | None = None, width: int = 24, unit: str = "round"
+    ):
         self.n_rounds = int(n_rounds)
+        self.unit = unit
         self.stream = stream
         if interactive is None:
             isatty = getattr(stream, "isatty", None)
@@ -50,7 +56,10 @@ class RoundProgress:
         loss = record.get("loss", float("nan"))
         sps = record.get("samples_per_s", float("nan"))
         sps_text = f"{sps:,.0f} samples/s" if math.isfinite(sps) else "- samples/s"
-        return f"round {r}/{self.n_rounds}  loss {loss:.5g}  {sps_text}  elapsed {format_seconds(elapsed)}"
+        text = f"{self.unit} {r}/{self.n_rounds}  loss {loss:.5g}"
+        if "evaluated" in record:  # an MM pass: the objective it evaluated, and whether the step was kept
+            text += f"  objective {record['evaluated']:.7g}" + ("" if record.get("accepted", True) else " (rejected)")
+        return f"{text}  {sps_text}  elapsed {format_seconds(elapsed)}"
 
     def update(self, record: dict, elapsed: float) -> None:
         """Report a completed round (a history record of :func:`rffor.solvers.rff.fit_rff`)."""
@@ -129,9 +138,9 @@ class Progress:
             self.stream.write(f"[rffor] {text}\n")
             self.stream.flush()
 
-    def start_rounds(self, n_rounds: int) -> None:
-        """Announce that ``n_rounds`` rounds follow (a bar or per-round lines)."""
-        self._rounds = RoundProgress(n_rounds, stream=self.stream)
+    def start_rounds(self, n_rounds: int, unit: str = "round") -> None:
+        """Announce that (at most) ``n_rounds`` rounds or passes follow (a bar or one line each)."""
+        self._rounds = RoundProgress(n_rounds, stream=self.stream, unit=unit)
 
     def round_done(self, record: dict, elapsed: float) -> None:
         """Report a completed round (a history record of :func:`rffor.solvers.rff.fit_rff`)."""

@@ -52,6 +52,7 @@ KW = dict(
     n_epochs=3,
     init="zeros",
     random_state=7,
+    rff_method="sgd",
 )
 
 
@@ -179,6 +180,25 @@ def test_partitions_on_cluster_equal_serial_partitions(client, store, in_memory,
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("in_memory", [False, True], ids=["zarr", "in-memory"])
+def test_mm_passes_on_cluster_equal_serial_passes(client, store, in_memory):
+    """MM (the default for robust losses): every pass's gradient map-reduced over 3 partitions on the cluster gives
+    the serial executor's model bit for bit, and converges (the last step's promised decrease is below tol)."""
+    kw = dict(KW, loss=Huber(0.1, 2), init="closed_form", rff_method="mm", n_partitions=3, tol=1e-8)
+    ref = fit_rff(store, **kw)
+    data = store
+    if in_memory:
+        X, Y = store.read()
+        data = ArrayData(X, Y, store.theta, chunk_rows=store.chunk_rows)
+    out = fit_rff(data, executor=on(client), **kw)
+    assert out.method == "mm" and 2 < out.n_iter < kw.get("max_passes", 50)
+    assert_same(out, ref)
+    assert [h["objective"] for h in out.history] == [h["objective"] for h in ref.history]
+    objectives = [h["objective"] for h in out.history]
+    assert all(b <= a for a, b in zip(objectives, objectives[1:], strict=False))  # monotone
+
+
+@pytest.mark.timeout(120)
 def test_estimator_on_cluster_equals_serial(client, store):
     kw = {k: v for k, v in KW.items() if k != "init"}
     est = FunctionalRegressor(solver="rff", client=client, n_partitions=2, init="zeros", **kw).fit(store)
@@ -191,9 +211,10 @@ def test_estimator_on_cluster_equals_serial(client, store):
 @pytest.mark.timeout(120)
 def test_averaged_local_sgd_converges_to_closed_form(client, store):
     kw = dict(KW, loss=Square(), lam=1e-2, n_epochs=40, step_decay=0.5)
-    exact = fit_rff(store, **kw)  # square loss: the one-pass closed form, the optimum of (P_rf)
+    # square loss: the one-pass closed form is the optimum of (P_rf)
+    exact = fit_rff(store, **{**kw, "rff_method": "closed_form"})
     assert exact.method == "closed_form"
-    sgd = fit_rff(store, executor=on(client), n_partitions=4, rff_method="sgd", **kw)
+    sgd = fit_rff(store, executor=on(client), n_partitions=4, **{**kw, "rff_method": "sgd"})
     phi = exact.input_features
     Phi_theta = exact.output_features.transform(store.theta)
     J_star = objective(store, exact.coef, phi, Phi_theta, Square(), kw["lam"])
@@ -205,7 +226,7 @@ def test_averaged_local_sgd_converges_to_closed_form(client, store):
 def test_map_reduce_closed_form(client, store):
     """The square-loss closed form: sums reduced by P tasks on the cluster equal the serial P-partition fit bit for
     bit, and the in-memory single-pass fit to float32 rounding."""
-    kw = dict(KW, loss=Square())
+    kw = dict(KW, loss=Square(), rff_method="auto")
     X, Y = store.read()
     ref = fit_rff((X, Y, store.theta), **kw)
     serial = fit_rff(store, n_partitions=5, **kw)
@@ -218,16 +239,17 @@ def test_map_reduce_closed_form(client, store):
 @pytest.mark.timeout(120)
 def test_closed_form_start_with_missing_outputs_then_dsgd(client, store_missing):
     # init_max_rows below the data: the preconditioner must come from the closed form's sums over all rows
-    kw = dict(KW, loss=Square(), n_epochs=2, init_max_rows=200)
+    kw = dict(KW, loss=Square(), n_epochs=2, init_max_rows=200, rff_method="auto")
     out = fit_rff(store_missing, executor=on(client), n_partitions=2, **kw)
     ref = fit_rff(store_missing, n_partitions=2, **kw)
-    assert out.method == ref.method == "sgd"
+    assert out.method == ref.method == "mm"  # the closed form on filled outputs, then MM on the masked objective
     assert out.history[0]["round"] == -1
     assert_same(out, ref)
 
 
 @pytest.mark.timeout(240)
-def test_driver_reads_metadata_not_chunks(tmp_path):
+@pytest.mark.parametrize("method", ["mm", "sgd"])
+def test_driver_reads_metadata_not_chunks(tmp_path, method):
     """A distributed Huber fit from a Zarr store on a LocalCluster of worker processes: every pass over the data
     (warm start, reweighting, preconditioner, rounds) runs on the workers; the driver process reads < 1% of the
     store's bytes (``/proc/self/io`` rchar)."""
@@ -235,18 +257,18 @@ def test_driver_reads_metadata_not_chunks(tmp_path):
         pytest.skip("needs Linux /proc/self/io")
     ds = tc.write_store(tmp_path / "big.zarr", n=40_000, d=60, m=100, chunks=4_000)
     size = sum(f.stat().st_size for f in (tmp_path / "big.zarr").rglob("*") if f.is_file())
-    kw = dict(KW, loss=Huber(0.1, 2), init="closed_form", n_epochs=1, n_features_x=64)
+    kw = dict(KW, loss=Huber(0.1, 2), init="closed_form", n_epochs=1, n_features_x=64, rff_method=method)
 
     def rchar():
         with open("/proc/self/io") as f:
             return int(next(line for line in f if line.startswith("rchar")).split()[1])
 
     with connect(n_workers=2) as conn:
-        fit_rff(ds, executor=on(conn.client), n_partitions=2, **{**kw, "n_epochs": 0.01})  # imports, warm-up
+        fit_rff(ds, executor=on(conn.client), n_partitions=2, **{**kw, "n_epochs": 0.01, "max_passes": 2})  # warm-up
         before = rchar()
         out = fit_rff(ds, executor=on(conn.client), n_partitions=2, **kw)
         read = rchar() - before
-    assert out.method == "sgd" and out.n_iter > 0
+    assert out.method == method and out.n_iter > 1
     assert read < 0.01 * size, (read, size)
 
 
@@ -322,6 +344,7 @@ def test_lost_scheduler_is_not_retried_and_resume_gives_the_uninterrupted_model(
         sys.executable, "-m", "rffor.cli", "fit", str(tmp_path / "train.zarr"), "--solver", "rff", "--loss", "huber2",
         "--kappa", "0.1", "--lam", "1e-3", "--kernel-x", "gaussian:0.5", "--kernel-theta", "gaussian:30",
         "--features-x", "256", "--epochs", "8", "--batch-size", "16", "--seed", "7", "--checkpoint", str(ck),
+        "--method", "sgd",
     ]  # fmt: skip
     with tc.dask_processes(tmp_path / "c1", n_workers=2) as address:
         full = args + ["--scheduler", address, "--out", str(tmp_path / "ref.rffor")]
@@ -558,12 +581,16 @@ def test_verbose_fit_says_what_runs_where(client, store, capsys):
     assert "P = 2 partition(s)" in err and "DSGD: 2 round(s)" in err
     assert f"over all {store.n} curves" in err
     # the warm start: on which rows, computed where, and what the driver does
-    assert (
-        f"warm start: square-loss closed form on {store.n} curves ({store.n_chunks} of {store.n_chunks} chunks" in err
-    )
+    assert f"warm start: square-loss closed form on {store.n} curves (all chunks" in err
     assert "sums computed where the data is, solved on the driver" in err and "reweighted closed form(s)" in err
     assert "preconditioner: rank" in err
     assert "round 2/2  loss" in err and "samples/s" in err and "elapsed" in err
+    # MM, the default for robust losses: every pass over all rows where the data is, the step on the driver
+    mm_kw = {**KW, "init": "closed_form", "rff_method": "mm"}
+    fit_rff(store, executor=on(client), n_partitions=2, verbose=1, **mm_kw)
+    err = capsys.readouterr().err
+    assert f"MM: full-batch passes over all {store.n} curves (each pass: gradient sums computed by 2 partition" in err
+    assert "pass 1/50  loss" in err and "objective" in err and "MM converged" in err
 
 
 # ---------------------------------------------------------------------------------------------------------------

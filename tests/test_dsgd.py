@@ -313,6 +313,7 @@ def test_robust_dsgd_reaches_full_batch_optimum(problem, loss):
         random_state=0,
         n_epochs=100,
         batch_size=32,
+        rff_method="sgd",
     )
     assert res.input_features.seed == phi_x.seed
     B_opt, J_opt = lbfgs_optimum(phi_x.transform(d.X_train), d.Y_train, Pt, loss, LAM, res.coef)
@@ -336,6 +337,7 @@ def test_theta_subsampled_dsgd_is_unbiased(problem, loss):
         n_epochs=200,
         batch_size=32,
         n_theta_samples=10,
+        rff_method="sgd",
     )
     _, J_opt = lbfgs_optimum(phi_x.transform(d.X_train), d.Y_train, Pt, loss, LAM, res.coef)
     J = objective(data, res.coef, res.input_features, Pt, loss, LAM)
@@ -361,6 +363,7 @@ def test_dsgd_with_missing_outputs_reaches_masked_optimum(problem):
         random_state=0,
         n_epochs=100,
         batch_size=32,
+        rff_method="sgd",
     )
     _, J_opt = lbfgs_optimum(phi_x.transform(d.X_train), Y, Pt, loss, LAM, res.coef)
     J = objective(data, res.coef, res.input_features, Pt, loss, LAM)
@@ -418,6 +421,7 @@ def test_preconditioning_reaches_the_optimum_where_plain_dsgd_stalls():
         dtype="float64",
         random_state=0,
         init_reweight=0,  # from the square-loss start: the reweighted one is already at the optimum here
+        rff_method="sgd",
     )
     arr = ArrayData(data.X_train, Y, data.theta)
     plain = fit_rff(arr, precondition_rank=0, **kw)

@@ -190,14 +190,19 @@ def test_missing_outputs_square_loss(synth):
     Y[:, 0] = synth.Y_train[:, 0]
     data = ArrayData(synth.X_train, Y, synth.theta)
     cf = fit_rff(data, **KW, rff_method="closed_form")
-    auto = fit_rff(data, **KW, n_epochs=30, batch_size=32)
-    assert cf.method == "closed_form" and auto.method == "sgd" and auto.history[0]["round"] == -1
+    auto = fit_rff(data, **KW, n_epochs=30, batch_size=32, rff_method="sgd")
+    mm = fit_rff(data, **KW, tol=1e-10)  # "auto": the closed form, then MM on the masked objective
+    assert cf.method == "closed_form" and auto.method == "sgd"
+    assert mm.method == "mm" and mm.history[0]["round"] == -1
     B_star, Pt = _masked_optimum(data, auto, LAM)
     J_star = objective(data, B_star, auto.input_features, Pt, Square(), LAM)
     J_cf = objective(data, cf.coef, cf.input_features, Pt, Square(), LAM)
     J_auto = objective(data, auto.coef, auto.input_features, Pt, Square(), LAM)
     assert (J_cf - J_star) / J_star > 5e-4  # the filled closed form is not the masked optimum
     assert 0 <= (J_auto - J_star) / J_star < 2e-4, (J_auto, J_star)
+    J_mm = objective(data, mm.coef, mm.input_features, Pt, Square(), LAM)
+    assert 0 <= (J_mm - J_star) / J_star < 1e-6, (J_mm, J_star)  # MM: the exact optimum, in a few passes
+    assert mm.n_iter < 15
 
 
 def test_masking_versus_wrong_values(synth):
@@ -236,7 +241,7 @@ def test_average_states_weighted_in_order():
 def test_one_partition_rounds_replay(synth):
     """P = 1: averaging one partition is the identity, so the fit is the plain sequence of its tasks."""
     data = ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=160)
-    kw = dict(KW, loss=Huber(0.1, 1), batch_size=32, n_epochs=3)
+    kw = dict(KW, loss=Huber(0.1, 1), batch_size=32, n_epochs=3, rff_method="sgd")
     res = fit_rff(data, **kw)
     plan = res.plan
     assert plan.n_partitions == 1 and plan.round_steps == [19, 19, 19]  # 5 + 5 + 5 + 4 steps per epoch
@@ -297,7 +302,7 @@ def test_reweighted_warm_start_helps_a_small_kappa(synth):
     test MSE 0.059 against 0.23) and at a lower objective."""
     Y = add_outliers(synth.Y_train[:150], 2, 0.2, random_state=4)[0]
     data = ArrayData(synth.X_train[:150], Y, synth.theta)
-    kw = dict(KW, loss=Huber(0.01, 2), lam=1e-6, n_features_x=300, batch_size=32, n_epochs=5)
+    kw = dict(KW, loss=Huber(0.01, 2), lam=1e-6, n_features_x=300, batch_size=32, n_epochs=5, rff_method="sgd")
     on, off = fit_rff(data, **kw), fit_rff(data, **kw, init_reweight=0)
     phi_x, Phi_theta = on.input_features, on.output_features.transform(data.theta)
     err = [np.mean((r.predict(synth.X_test) - synth.Y_test) ** 2) for r in (on, off)]
@@ -308,7 +313,7 @@ def test_reweighted_warm_start_helps_a_small_kappa(synth):
         KW,
         solver="rff",
         n_partitions=1,
-        **{k: kw[k] for k in ("loss", "lam", "n_features_x", "batch_size", "n_epochs")},
+        **{k: kw[k] for k in ("loss", "lam", "n_features_x", "batch_size", "n_epochs", "rff_method")},
     )
     for res, reweight in ((on, 10), (off, 0)):
         est = FunctionalRegressor(**est_kw, init_reweight=reweight).fit(data.X, data.Y, theta=data.theta)
@@ -364,7 +369,7 @@ def test_two_partitions_on_any_executor(synth):
     shared objects, of each partition's rows and of every result gives the serial model bit for bit, with the
     plan shipped once and the state once per round."""
     data = ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=160)
-    kw = dict(KW, loss=Huber(0.1, 2), batch_size=32, n_epochs=4, n_partitions=2, local_steps=5)
+    kw = dict(KW, loss=Huber(0.1, 2), batch_size=32, n_epochs=4, n_partitions=2, local_steps=5, rff_method="sgd")
     res = fit_rff(data, **kw)
     assert res.n_partitions == 2 and res.plan.n_partitions == 2
     assert res.plan.round_steps == [5] * 8  # 4 epochs of the largest partition (10 steps) in rounds of 5
@@ -382,7 +387,7 @@ def test_resume_from_checkpoint_gives_the_same_model(synth, tmp_path, monkeypatc
     import rffor.checkpoint as ckpt
 
     data = ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=160)
-    kw = dict(KW, loss=EpsilonInsensitive(0.05, 2), batch_size=32, n_epochs=4, n_partitions=2)
+    kw = dict(KW, loss=EpsilonInsensitive(0.05, 2), batch_size=32, n_epochs=4, n_partitions=2, rff_method="sgd")
     full = fit_rff(data, **kw)
     path = tmp_path / "fit.ckpt"
     save = ckpt.save
@@ -444,7 +449,7 @@ def test_round_plan_is_small_to_ship(synth):
 @pytest.mark.parametrize("loss", [Square(), Huber(0.1, 1)], ids=repr)
 def test_out_of_core_equals_in_memory(synth, store, loss):
     """Same seed and chunking: the Zarr fit and the in-memory fit give the same model bit for bit."""
-    kw = dict(KW, loss=loss, batch_size=32, n_epochs=2, n_partitions=2, n_theta_samples=10)
+    kw = dict(KW, loss=loss, batch_size=32, n_epochs=2, n_partitions=2, n_theta_samples=10, rff_method="sgd")
     a = fit_rff(store, **kw)
     b = fit_rff(ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=160), **kw)
     assert a.method == b.method
@@ -453,7 +458,7 @@ def test_out_of_core_equals_in_memory(synth, store, loss):
 
 def test_determinism_and_seeds(synth):
     data = (synth.X_train, synth.Y_train, synth.theta)
-    kw = dict(KW, loss=Huber(0.1, 1), batch_size=32, n_epochs=2, n_theta_samples=10)
+    kw = dict(KW, loss=Huber(0.1, 1), batch_size=32, n_epochs=2, n_theta_samples=10, rff_method="sgd")
     a, b = fit_rff(data, **kw), fit_rff(data, **kw)
     assert np.array_equal(a.coef, b.coef)
     c = fit_rff(data, **(kw | {"random_state": 1}))
@@ -513,6 +518,7 @@ def test_laplacian_and_max_steps(synth):
         loss=Huber(0.1, 1),
         max_steps=7,
         batch_size=16,
+        rff_method="sgd",
     )
     assert res.n_iter == 7 and res.history[-1]["t"] == 7
 
@@ -534,6 +540,7 @@ def test_estimator_rff_in_memory_and_dataset(synth, store):
         n_epochs=3,
         batch_size=32,
         n_partitions=1,
+        rff_method="sgd",
     )  # in process (no Dask)
     a = FunctionalRegressor(**est_kw).fit(synth.X_train, synth.Y_train, theta=synth.theta)
     assert a.coef_.shape == (100, a.output_features_.n_features) and a.n_iter_ > 0

@@ -440,7 +440,15 @@ class _DaskSession:
 
     # ----------------------------------------------------------------------------------------- shipping
     def share(self, obj) -> _Handle:
-        handle = _Handle(obj, self.client.scatter(_Packed(obj), hash=False))
+        try:
+            future = self.client.scatter(_Packed(obj), hash=False)
+        except _lost_exceptions() as exc:
+            # a worker died while receiving it (e.g. killed right after the previous pass): the next pass's retry
+            # helper scatters it again once a worker is there, or reports a lost scheduler
+            if self._scheduler_lost():
+                raise self._lost_scheduler(exc) from exc
+            future = None
+        handle = _Handle(obj, future)
         self._handles.append(handle)
         return handle
 
@@ -453,13 +461,14 @@ class _DaskSession:
     def _refresh(self) -> None:
         """Scatter again every shared object whose copy on the cluster was lost with its worker."""
         for h in self._handles:
-            if h.future.status != "finished":
-                with contextlib.suppress(Exception):
-                    self.client.cancel([h.future])
+            if h.future is None or h.future.status != "finished":
+                if h.future is not None:
+                    with contextlib.suppress(Exception):
+                        self.client.cancel([h.future])
                 h.future = self.client.scatter(_Packed(h.obj), hash=False)
 
     def close(self) -> None:
-        futures = [h.future for h in self._handles]
+        futures = [h.future for h in self._handles if h.future is not None]
         self._handles = []
         if futures:
             with contextlib.suppress(Exception):
@@ -487,6 +496,7 @@ class _DaskSession:
                     f"{label}: tasks lost with a worker ({type(last).__name__}: {last}); rerunning it from the same "
                     f"inputs (attempt {attempt + 1}/{self.executor.round_retries + 1})"
                 )
+            if attempt or any(h.future is None for h in self._handles):
                 try:
                     self.client.wait_for_workers(1, timeout=self.executor._timeout(self.pass_seconds))
                     self._refresh()

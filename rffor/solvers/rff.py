@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from .. import checkpoint as ckpt_io
+from .._linalg import inner
 from .._validation import check_choice, check_dtype, check_int, check_real, check_seed, fill_missing
 from ..chunked import as_data
 from ..features import RandomFourierFeatures, make_output_features
@@ -40,6 +41,7 @@ from ..losses import Loss, Square
 from ..progress import Progress
 from .closed_form import sylvester_features
 from .dsgd import Preconditioner, SGDConfig, SGDState, epoch_steps, partition_steps
+from .mm import SquareMetric, grad_task, mm_step
 
 __all__ = [
     "RFF_DEFAULTS",
@@ -73,10 +75,13 @@ RFF_DEFAULTS: dict[str, Any] = {
     "batch_size": 256,
     "n_epochs": 10,
     "init": "closed_form",
-    "init_max_rows": 50_000,
+    "init_max_rows": None,
     "init_reweight": 10,
     "precondition_rank": 50,
     "dtype": "float32",
+    "rff_method": "auto",
+    "tol": 1e-6,
+    "max_passes": 50,
 }
 
 
@@ -531,6 +536,8 @@ class RFFResult:
     state : SGDState or None
         Final DSGD state (to continue training).
     plan : RoundPlan or None
+    warm_coef : ndarray of shape (D_x, D_θ) or None
+        MM: the warm start B (the square-loss closed form), to compare with the final model.
     """
 
     coef: np.ndarray
@@ -544,6 +551,7 @@ class RFFResult:
     n_partitions: int = 1
     state: SGDState | None = None
     plan: RoundPlan | None = field(default=None, repr=False)
+    warm_coef: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def objective_history(self) -> np.ndarray:
@@ -670,9 +678,11 @@ def fit_rff(
     local_steps: int | None = None,
     n_partitions: int | None = None,
     init: str = RFF_DEFAULTS["init"],
-    init_max_rows: int = RFF_DEFAULTS["init_max_rows"],
+    init_max_rows: int | None = RFF_DEFAULTS["init_max_rows"],
     init_reweight: int = RFF_DEFAULTS["init_reweight"],
-    rff_method: str = "auto",
+    rff_method: str = RFF_DEFAULTS["rff_method"],
+    tol: float = RFF_DEFAULTS["tol"],
+    max_passes: int = RFF_DEFAULTS["max_passes"],
     precondition_rank: int = RFF_DEFAULTS["precondition_rank"],
     dtype: str = RFF_DEFAULTS["dtype"],
     random_state=None,
@@ -764,7 +774,7 @@ def fit_rff(
     lam = check_real(lam, "lam", low=0, low_open=True)
     check_choice(output_features, "output_features", {"exact", "rff"})
     check_choice(init, "init", {"closed_form", "zeros"})
-    check_choice(rff_method, "rff_method", {"auto", "closed_form", "sgd"})
+    check_choice(rff_method, "rff_method", {"auto", "closed_form", "mm", "sgd"})
     dtype = check_dtype(dtype).name
     if rff_method == "closed_form" and not loss.is_square:
         raise ValueError(f"rff_method='closed_form' is for the square loss only, got {loss!r}")
@@ -776,7 +786,10 @@ def fit_rff(
         check_real(step_size, "step_size", low=0, low_open=True)
     check_int(precondition_rank, "precondition_rank", 0)
     check_int(init_reweight, "init_reweight", 0)
-    check_int(init_max_rows, "init_max_rows", 1)
+    if init_max_rows is not None:
+        check_int(init_max_rows, "init_max_rows", 1)
+    check_real(tol, "tol", low=0)
+    check_int(max_passes, "max_passes", 1)
     if average_start != "auto":
         check_int(average_start, "average_start", 0)
     if resume and checkpoint is None:
@@ -801,7 +814,7 @@ def fit_rff(
         batch_size=batch_size, n_epochs=n_epochs, max_steps=max_steps, n_theta_samples=n_theta_samples,
         step_size=step_size, step_decay=step_decay, step_offset=step_offset, average_start=average_start,
         local_steps=local_steps, init=init, init_max_rows=init_max_rows, init_reweight=init_reweight,
-        rff_method=rff_method, precondition_rank=precondition_rank, dtype=dtype,
+        rff_method=rff_method, precondition_rank=precondition_rank, dtype=dtype, tol=tol, max_passes=max_passes,
     )  # fmt: skip
 
     theta = np.asarray(data.theta, dtype=np.float64)
@@ -845,20 +858,69 @@ def _exists(path) -> bool:
     return os.path.exists(os.fspath(path))
 
 
+def _method(rff_method: str, loss: Loss) -> str:
+    """What "auto" means: the closed form for the square loss (MM finishes it if outputs are missing), MM passes
+    for every other loss."""
+    if rff_method != "auto":
+        return rff_method
+    return "closed_form" if loss.is_square else "mm"
+
+
+class _Tracker:
+    """The driver's record of completed rounds or passes: history, checkpoint after each, progress."""
+
+    def __init__(self, checkpoint, info: dict, progress: Progress, history: list[dict], unit: str):
+        self.checkpoint, self.info, self.progress, self.history, self.unit = checkpoint, info, progress, history, unit
+        self.done = -1
+        self.total = 0
+        self.tic = time.perf_counter()
+
+    def start(self, total: int, first: int) -> None:
+        self.total, self.done = total, first - 1
+        self.progress.start_rounds(total, unit=self.unit)
+
+    def completed(self, r: int, state: SGDState, record: dict) -> None:
+        self.history.append(record)
+        if self.checkpoint is not None:
+            ckpt_io.save(self.checkpoint, state, r, self.history, self.info)
+        self.done = r
+        self.progress.round_done(record, time.perf_counter() - self.tic)
+
+    def lost_scheduler(self, exc: BaseException) -> BaseException:
+        """The error to raise when the scheduler was lost: what the checkpoint holds and how to resume."""
+        from ..executor import SchedulerLostError
+
+        unit = self.unit
+        if self.checkpoint is None:
+            held = "no checkpoint was written: pass checkpoint= to be able to resume"
+        elif self.done >= 0:
+            held = (
+                f"the checkpoint {str(self.checkpoint)!r} holds {unit} {self.done + 1}/{self.total}: restart the "
+                "scheduler and its workers, then fit again with resume=True (command line: the same command with "
+                "--resume)"
+            )
+        else:
+            held = f"no {unit} was completed, the checkpoint {str(self.checkpoint)!r} was not written"
+        where = f"in {unit} {self.done + 2}/{self.total}" if self.total else "before the first " + unit
+        return SchedulerLostError(f"{exc}. The fit stopped {where}; {held}")
+
+
 def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint, info, progress, result):
     """The phases of :func:`fit_rff` inside an executor session (``s``: the settings); returns an RFFResult."""
-    dtype, m, rs = s["dtype"], data.m, result["random_state"]
-    phi_x = result["input_features"]
-    history: list[dict] = []
-    sums = None
-    start_round = 0
-    rows_text = ""
-    if saved is not None:
-        state, start_round, history = saved.state, saved.round + 1, list(saved.history)
-        progress.message(f"resuming from {str(checkpoint)!r} after round {saved.round + 1}")
-    else:
-        B0 = None
-        if loss.is_square and s["rff_method"] in ("auto", "closed_form"):
+    from ..executor import SchedulerLostError
+
+    dtype, m = s["dtype"], data.m
+    method = _method(s["rff_method"], loss)
+    unit = "pass" if method in ("mm", "closed_form") else "round"
+    history: list[dict] = [] if saved is None else list(saved.history)
+    tracker = _Tracker(checkpoint, info, progress, history, unit)
+    rows = s["init_max_rows"] or (data.n if method in ("mm", "closed_form") else 50_000)
+    try:
+        sums, B0, start = None, None, 0
+        if saved is not None:
+            B0, start = saved.state, saved.round + 1
+            progress.message(f"resuming from {str(checkpoint)!r} after {unit} {saved.round + 1}")
+        elif loss.is_square and method in ("closed_form", "mm"):
             tic = time.perf_counter()
             sums = run.reduce(sums_task, maps, label="closed form")
             B0 = closed_form_from_sums(sums, C_theta, lam, m)
@@ -877,19 +939,23 @@ def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint
             )
             progress.message(
                 f"closed form: feature sums over all {sums.n} curves computed by {P} partition task(s) where the "
-                f"data is, solved on the driver; objective {J0:.6g} ({seconds:.1f} s)"
+                f"data is, solved on the driver; objective {J0:.6g}"
+                + (" (on filled outputs)" if sums.n_missing else "")
+                + f" ({seconds:.1f} s)"
             )
             if s["rff_method"] == "closed_form" or sums.n_missing == 0:
                 return RFFResult(
                     coef=B0.astype(dtype), n_iter=0, history=history, method="closed_form", n_partitions=P, **result
                 )
+            if method == "closed_form":  # missing outputs: MM on the masked objective finishes the fit
+                method = "mm"
         elif s["init"] == "closed_form":
             tic = time.perf_counter()
-            warm = init_chunks(data, s["init_max_rows"])
+            warm = init_chunks(data, rows)
             sums = run.reduce(sums_task, maps, chunks=warm, label="warm start")
             B0 = closed_form_from_sums(sums, C_theta, lam, m)
             reweighted = ""
-            if s["init_reweight"] > 0 and loss.irls_weights(np.zeros((1, 1))) is not None:
+            if method == "sgd" and s["init_reweight"] > 0 and loss.irls_weights(np.zeros((1, 1))) is not None:
                 B0, objectives = reweighted_closed_form(
                     run, maps, C_theta, loss, lam, B0, warm, m=m, max_iter=s["init_reweight"]
                 )
@@ -897,14 +963,138 @@ def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint
                     f", then {len(objectives) - 1} reweighted closed form(s) on the same curves: objective on them "
                     f"{objectives[0]:.4g} → {min(objectives):.4g}"
                 )
-            rows_text = f"{sums.n} curves ({len(warm)} of {data.n_chunks} chunks, spread over the partitions)"
+            which = "all" if len(warm) == data.n_chunks else f"{len(warm)} of {data.n_chunks}"
             progress.message(
-                f"warm start: square-loss closed form on {rows_text}, sums computed where the data is, solved on "
-                f"the driver{reweighted} ({time.perf_counter() - tic:.1f} s)"
+                f"warm start: square-loss closed form on {sums.n} curves ({which} chunks, spread over the "
+                f"partitions), sums computed where the data is, solved on the driver{reweighted} "
+                f"({time.perf_counter() - tic:.1f} s)"
             )
-        state = (
-            SGDState.zeros(phi_x.n_features, Phi_theta.shape[1], dtype) if B0 is None else SGDState.from_coef(B0, dtype)
-        )
+        if sums is None and (method == "mm" or s["precondition_rank"] > 0):
+            # resumed, or started from zero: the feature covariance for the metric or the preconditioner
+            sums = run.reduce(sums_task, maps, chunks=init_chunks(data, rows), label="covariance")
+        if method == "mm":
+            return _mm_passes(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, B0, start, sums, tracker, result)
+        return _dsgd_rounds(run, data, Phi_theta, loss, lam, C_theta, P, s, B0, start, sums, tracker, result)
+    except SchedulerLostError as exc:
+        raise tracker.lost_scheduler(exc) from exc
+
+
+def _mm_passes(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, B0, start, sums, tracker, result):
+    """Full-batch majorize–minimize passes (:mod:`rffor.solvers.mm`) from B0 (a coefficient matrix, an SGDState of a
+    checkpoint, or None for zero), each pass a map-reduce of the gradient where the data is."""
+    progress, dtype = tracker.progress, s["dtype"]
+    phi_x = result["input_features"]
+    tic = time.perf_counter()
+    metric = SquareMetric(sums.xx / sums.n, C_theta, lam)
+    progress.message(
+        f"MM metric: the square loss's Hessian from the feature covariance of {sums.n} curves (one eigendecomposition "
+        f"of a {phi_x.n_features} x {phi_x.n_features} matrix on the driver, {time.perf_counter() - tic:.1f} s)"
+    )
+    if B0 is None:
+        B = np.zeros((phi_x.n_features, Phi_theta.shape[1]))
+    elif isinstance(B0, SGDState):
+        B = np.array(B0.B_avg, dtype=np.float64)
+    else:
+        B = np.asarray(B0, dtype=np.float64)
+    warm_coef = B.copy()
+    c = float(tracker.history[-1].get("c", 1.0)) if start > 0 else 1.0
+    max_passes, tol = s["max_passes"], s["tol"]
+    progress.message(
+        f"MM: full-batch passes over all {data.n} curves (each pass: gradient sums computed by {P} partition "
+        f"task(s) where the data is, the step solved on the driver), at most {max_passes}, until the bound promises "
+        f"a decrease below {tol:g} x J"
+    )
+    tracker.start(max_passes, start)
+
+    def gradient_pass(Bk, k):
+        tic = time.perf_counter()
+        handle = run.share(Bk)
+        try:
+            gs = run.reduce(grad_task, maps, handle, loss, label=f"pass {k + 1}")
+        finally:
+            run.release(handle)
+        return gs, time.perf_counter() - tic
+
+    # accelerated MM (Nesterov momentum in the metric H) with O'Donoghue & Candès restarts: the momentum is dropped
+    # when it points uphill (gradient test, free) or when an evaluated point raises J (function test: that pass is
+    # rejected and the step retaken without momentum); a step that raises J without momentum means the bound
+    # failed (a sampled covariance): then the metric is doubled. J never increases between accepted passes.
+    k = start
+    gs, seconds = gradient_pass(B, k)
+    J, grad = gs.objective(B, lam), gs.gradient(B, lam)
+    t = float(tracker.history[-1].get("momentum", 1.0)) if start > 0 else 1.0
+    B_prev = np.array(B0.B, dtype=np.float64) if isinstance(B0, SGDState) else B.copy()
+    if start == 0:
+        record = _mm_record(k, gs, J, J, True, c, t, float("nan"), seconds)
+        tracker.completed(k, _mm_state(B, B_prev, dtype, k + 1), record)
+        k += 1
+    while k < max_passes:
+        B_next, dec = mm_step(metric, B, grad, c)
+        if dec / 2 <= tol * abs(J):
+            progress.message(f"MM converged: the bound promises a decrease of {dec / 2:.3g} <= {tol:g} x J = {J:.6g}")
+            break
+        if t > 1.0 and inner(grad, B_next - B_prev) > 0:
+            t = 1.0
+        t_next = (1.0 + math.sqrt(1.0 + 4.0 * t * t)) / 2.0
+        Y = B_next + ((t - 1.0) / t_next) * (B_next - B_prev)
+        gs, seconds = gradient_pass(Y, k)
+        J_new = gs.objective(Y, lam)
+        accepted = J_new <= J
+        if accepted:
+            B_prev, B, J, grad, t = B_next, Y, J_new, gs.gradient(Y, lam), t_next
+        elif t > 1.0:
+            t = 1.0  # retake the step from B without momentum
+        else:
+            c *= 2.0  # the bound failed: a stronger metric, from the same point
+        record = _mm_record(k, gs, J_new, J, accepted, c, t, dec, seconds)
+        tracker.completed(k, _mm_state(B, B_prev, dtype, k + 1), record)
+        k += 1
+    return RFFResult(
+        coef=B.astype(dtype),
+        n_iter=k,
+        history=tracker.history,
+        method="mm",
+        n_partitions=P,
+        state=_mm_state(B, B_prev, dtype, k),
+        warm_coef=warm_coef.astype(dtype),
+        **result,
+    )
+
+
+def _mm_state(B: np.ndarray, B_prev: np.ndarray, dtype, passes: int) -> SGDState:
+    """A checkpointable MM state: the current point (``B_avg``, float64) and the previous iterate of the momentum
+    (``B``; float64, as a checkpoint stores it)."""
+    return SGDState(B=np.array(B_prev, dtype=np.float64), B_avg=np.array(B, dtype=np.float64), t=int(passes))
+
+
+def _mm_record(k, gs, evaluated, J, accepted, c, momentum, dec, seconds) -> dict:
+    return {
+        "round": k,
+        "t": k + 1,
+        "steps": 1,
+        "loss": gs.loss / gs.n,
+        "objective": J,
+        "evaluated": evaluated,
+        "accepted": bool(accepted),
+        "c": c,
+        "momentum": momentum,
+        "decrement": dec,
+        "seconds": seconds,
+        "samples_per_s": gs.n / seconds if seconds > 0 else float("nan"),
+    }
+
+
+def _dsgd_rounds(run, data, Phi_theta, loss, lam, C_theta, P, s, B0, start_round, sums, tracker, result):
+    """Rounds of local DSGD with periodic averaging from B0 (a coefficient matrix, an SGDState of a checkpoint, or
+    None for zero)."""
+    progress, dtype, m, rs = tracker.progress, s["dtype"], data.m, result["random_state"]
+    phi_x = result["input_features"]
+    if isinstance(B0, SGDState):
+        state = B0
+    elif B0 is None:
+        state = SGDState.zeros(phi_x.n_features, Phi_theta.shape[1], dtype)
+    else:
+        state = SGDState.from_coef(B0, dtype)
 
     # ---- the plan of the rounds: steps, step size, preconditioner ----------------------------------------------
     batch_size = s["batch_size"]
@@ -922,9 +1112,6 @@ def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint
     precond = None
     if s["precondition_rank"] > 0:
         tic = time.perf_counter()
-        if sums is None:  # resumed, or started from zero: the covariance of the warm-start rows
-            warm = init_chunks(data, s["init_max_rows"])
-            sums = run.reduce(sums_task, maps, chunks=warm, label="covariance")
         precond = Preconditioner.from_gram(sums.xx / sums.n, lam, s["precondition_rank"], dtype)
         progress.message(
             f"preconditioner: rank {precond.rank} from the feature covariance of {sums.n} curves (eigendecomposition "
@@ -955,54 +1142,32 @@ def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint
         f"steps on its own rows where the data is, then the driver averages), batch {batch_size}, "
         f"D_x = {phi_x.n_features}, D_θ = {Phi_theta.shape[1]}"
     )
-    progress.start_rounds(n_rounds)
-    tic0 = time.perf_counter()
+    tracker.start(n_rounds, start_round)
     state = state.copy()
-    done_round = start_round - 1
-    try:
-        for r in range(start_round, n_rounds):
-            tic = time.perf_counter()
-            state_h = run.share(state)
-            try:
-                results = run.map(round_task, plan_h, state_h, r, label=f"round {r + 1}")
-            finally:
-                run.release(state_h)
-            state, steps, loss_sum = average_states(state, results)
-            seconds = time.perf_counter() - tic
-            mean_loss = loss_sum / steps if steps else float("nan")
-            record = {
-                "round": r,
-                "t": state.t,
-                "steps": steps,
-                "loss": mean_loss,
-                "objective": mean_loss + 0.5 * lam * float(np.sum(state.B_avg * state.B_avg)),
-                "seconds": seconds,
-                "samples_per_s": steps * batch_size / seconds if seconds > 0 else float("nan"),
-            }
-            history.append(record)
-            if checkpoint is not None:
-                ckpt_io.save(checkpoint, state, r, history, info)
-            done_round = r
-            progress.round_done(record, time.perf_counter() - tic0)
-    except ConnectionError as exc:
-        from ..executor import SchedulerLostError
-
-        if not isinstance(exc, SchedulerLostError):
-            raise
-        if checkpoint is None:
-            held = "no checkpoint was written: pass checkpoint= to be able to resume"
-        elif done_round >= 0:
-            held = (
-                f"the checkpoint {str(checkpoint)!r} holds round {done_round + 1}/{n_rounds}: restart the scheduler "
-                "and its workers, then fit again with resume=True (command line: the same command with --resume)"
-            )
-        else:
-            held = f"no round was completed, the checkpoint {str(checkpoint)!r} was not written"
-        raise SchedulerLostError(f"{exc}. The fit stopped in round {done_round + 2}/{n_rounds}; {held}") from exc
+    for r in range(start_round, n_rounds):
+        tic = time.perf_counter()
+        state_h = run.share(state)
+        try:
+            results = run.map(round_task, plan_h, state_h, r, label=f"round {r + 1}")
+        finally:
+            run.release(state_h)
+        state, steps, loss_sum = average_states(state, results)
+        seconds = time.perf_counter() - tic
+        mean_loss = loss_sum / steps if steps else float("nan")
+        record = {
+            "round": r,
+            "t": state.t,
+            "steps": steps,
+            "loss": mean_loss,
+            "objective": mean_loss + 0.5 * lam * float(np.sum(state.B_avg * state.B_avg)),
+            "seconds": seconds,
+            "samples_per_s": steps * batch_size / seconds if seconds > 0 else float("nan"),
+        }
+        tracker.completed(r, state, record)
     return RFFResult(
         coef=state.B_avg.astype(dtype),
         n_iter=state.t,
-        history=history,
+        history=tracker.history,
         method="sgd",
         n_partitions=P,
         state=state,
