@@ -31,7 +31,7 @@ import numpy as np
 
 from ._validation import check_int, check_theta, check_X, check_Y
 
-__all__ = ["ArrayData", "ChunkSubset", "as_data", "chunk_rows", "partition_chunks", "PROTOCOL"]
+__all__ = ["ArrayData", "ChunkSubset", "RowSplit", "as_data", "chunk_rows", "partition_chunks", "PROTOCOL"]
 
 #: attributes every chunked dataset has (``subset`` too when ``workers_can_read`` is False)
 PROTOCOL = ("n", "d", "m", "theta", "chunk_rows", "n_chunks", "chunk", "iter_chunks", "partition", "workers_can_read")
@@ -175,6 +175,65 @@ class ChunkSubset(ArrayData):
 
     def __repr__(self) -> str:
         return f"ChunkSubset(chunks={sorted(self._chunks)}, n={self.n}, d={self.d}, m={self.m})"
+
+
+class RowSplit:
+    """A hold-out split of the rows of any chunked dataset, by a hash of each row's global index.
+
+    Row ``g`` (``g = i · chunk_rows + local index`` in chunk i) is held out when
+    ``(g · 2654435761 mod 2³²) mod modulus == 0`` (Knuth's multiplicative hash): about one row in ``modulus``,
+    spread over every chunk and so over every partition, and the same whatever the chunking, partitioning or
+    executor (the index is global). Hashing rather than ``g mod modulus`` keeps the split
+    unrelated to a periodic order of the rows.
+
+    Parameters
+    ----------
+    modulus : int
+        About one row in ``modulus`` is held out (>= 2).
+    held_out : bool
+        Which side :meth:`view` shows: the held-out rows (True) or the others (False).
+    """
+
+    def __init__(self, modulus: int, held_out: bool):
+        self.modulus = check_int(modulus, "modulus", 2)
+        self.held_out = bool(held_out)
+
+    def side(self, held_out: bool) -> RowSplit:
+        """The same split showing the given side."""
+        return RowSplit(self.modulus, held_out)
+
+    def mask(self, start: int, rows: int) -> np.ndarray:
+        """Boolean mask of shape (rows,): the rows ``start … start + rows − 1`` on this side."""
+        g = np.arange(start, start + rows, dtype=np.uint64)
+        h = (g * np.uint64(2654435761)) % np.uint64(2**32)
+        return (h % np.uint64(self.modulus) == 0) == self.held_out
+
+    def view(self, data) -> _SplitView:
+        """``data`` (a chunked dataset) with only this side's rows in every chunk."""
+        return _SplitView(data, self)
+
+    def __repr__(self) -> str:
+        return f"RowSplit(modulus={self.modulus}, held_out={self.held_out})"
+
+
+class _SplitView:
+    """One side of a :class:`RowSplit` of a chunked dataset; only ``iter_chunks`` and ``chunk`` filter rows (a task
+    wraps the data it received, so nothing else of the protocol is needed)."""
+
+    def __init__(self, data, split: RowSplit):
+        self.data, self.split = data, split
+        self.theta, self.m, self.d = data.theta, data.m, data.d
+
+    def chunk(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        X, Y = self.data.chunk(i)
+        keep = self.split.mask(int(i) * self.data.chunk_rows, X.shape[0])
+        return X[keep], Y[keep]
+
+    def iter_chunks(self, chunk_ids: Sequence[int] | None = None, **kw):
+        c = self.data.chunk_rows
+        for i, X, Y in self.data.iter_chunks(chunk_ids, **kw):
+            keep = self.split.mask(int(i) * c, X.shape[0])
+            yield i, X[keep], Y[keep]
 
 
 def as_data(data, theta=None, chunk_rows: int | None = None):

@@ -52,8 +52,11 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         Input kernel k_X; None means ``Gaussian(gamma=1/d)``.
     kernel_theta : Kernel, default None
         Output kernel k_Θ on the grid; None means ``Gaussian(gamma=100/(θ_max − θ_min)²)``.
-    lam : float, default 1e-4
-        Regularisation λ > 0 of (P).
+    lam : float or "auto", default 1e-4
+        Regularisation λ > 0 of (P). "auto" (random-feature solver): chosen on held-out rows from a grid fitted in
+        shared passes (:mod:`rffor.solvers.lam_path`; the median over held-out curves of their MSE for a robust
+        loss, the mean for the square loss; a grid edge is extended), then fitted on all rows; the choice is
+        ``lam_``. For the exact solvers use :class:`rffor.model_selection.FunctionalRegressorCV`.
     solver : {"auto", "admm", "apgd", "rff"}, default "auto"
         "admm" and "apgd" solve the exact dual (MATH.md §3.1b, §3.1); "rff" the random-feature model (§5).
         "auto" picks "admm" for in-memory data with n <= 5000 curves and "rff" otherwise (or for a Dataset).
@@ -166,7 +169,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         "loss": [Loss, None],
         "kernel_x": [Kernel, None],
         "kernel_theta": [Kernel, None],
-        "lam": [Interval(numbers.Real, 0, None, closed="neither")],
+        "lam": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "solver": [StrOptions({"auto", "rff", *EXACT_SOLVERS})],
         "representation": [StrOptions({"splines", "eigen"})],
         "n_eig": [Interval(numbers.Integral, 1, None, closed="left"), None],
@@ -337,6 +340,11 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.kernel_x_, self.kernel_theta_ = self._kernels(X.shape[1], theta)
         self.loss_ = self._loss()
         self.solver_ = self._resolve_solver(X.shape[0], False)
+        if isinstance(self.lam, str) and self.solver_ != "rff":
+            raise ValueError(
+                f"lam='auto' selects λ on the random-feature path (solver='rff'); solver={self.solver_!r} needs a "
+                "number: use rffor.model_selection.FunctionalRegressorCV to choose it by cross-validation"
+            )
         if self.solver_ == "rff":
             from .chunked import ArrayData
 
@@ -439,6 +447,8 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.objective_history_ = result.objective_history
         self.rff_history_ = result.history
         self.rff_method_ = result.method
+        self.lam_ = float(result.lam)
+        self.lam_path_ = None if result.path is None else result.path.to_dict()
         self._Phi_theta_grid = result.output_features.transform(theta)
         return self
 
@@ -539,6 +549,8 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             "output_features": spec_out,
             "random_state": int(self.random_state_),
             "method": self.rff_method_,
+            "lam": float(self.lam_),
+            "lam_path": getattr(self, "lam_path_", None),
             "history": history if json_value(history) else None,
         }
         return fitted, arrays
@@ -603,6 +615,10 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.random_state_ = rs
         self.rff_method_ = state.get("method")
         self.rff_history_ = state.get("history")
+        lam = state.get("lam")
+        if lam is not None:
+            self.lam_ = float(lam)
+        self.lam_path_ = state.get("lam_path")
 
     def save(self, path, *, format: str | None = None) -> str:  # noqa: A002
         """Save the fitted model without pickle; :func:`rffor.load` reads it back.

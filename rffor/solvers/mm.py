@@ -23,6 +23,7 @@ costs no extra pass (the gradient at the current point is kept).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,7 +33,7 @@ from .._linalg import eigh_psd, inner
 from ..losses import Loss
 from .closed_form import diagonal_sylvester
 
-__all__ = ["GradSums", "grad_task", "SquareMetric", "mm_step"]
+__all__ = ["GradSums", "grad_task", "curve_errors_task", "SquareMetric", "mm_step", "MMRun"]
 
 #: rows of a chunk whose features are computed at once
 _BLOCK_ROWS = 4096
@@ -44,9 +45,9 @@ class GradSums:
 
     Attributes
     ----------
-    g : ndarray of shape (D_x, D_θ), float64
+    g : ndarray of shape (D_x, D_θ), or (K, D_x, D_θ) for K models at once, float64
         ``Σ_i φ_X(x_i) ∇L(r_i)ᵀ Φ_Θ`` (∇L per MATH.md §5's table, missing entries masked).
-    loss : float
+    loss : float, or ndarray of shape (K,)
         ``Σ_i L(r_i)``.
     n : int
         Rows summed.
@@ -82,13 +83,17 @@ def grad_task(part, p: int, chunk_ids: Sequence[int], maps, B: np.ndarray, loss:
     chunk_ids : sequence of int
     maps : FitMaps
         ``input_features`` (φ_X) and ``Phi_theta`` (Φ_Θ on the grid, shape (m, D_θ)).
-    B : ndarray of shape (D_x, D_θ)
+    B : ndarray of shape (D_x, D_θ), or (K, D_x, D_θ)
+        K models at once (a λ path): the features of each block are computed once for all of them.
     loss : Loss
 
     Returns
     -------
     GradSums
+        With ``g`` of the shape of B and, for K models, ``loss`` of shape (K,).
     """
+    if np.ndim(B) == 3:
+        return _grad_sums_stacked(part, chunk_ids, maps, B, loss)
     phi = maps.input_features
     dtype = phi.dtype
     Pt = np.ascontiguousarray(maps.Phi_theta, dtype=dtype)  # (m, D_θ)
@@ -104,6 +109,58 @@ def grad_task(part, p: int, chunk_ids: Sequence[int], maps, B: np.ndarray, loss:
             out.g += Phi.T @ (G @ Pt)
             out.n += R.shape[0]
     return out
+
+
+def _grad_sums_stacked(part, chunk_ids, maps, Bs: np.ndarray, loss: Loss) -> GradSums:
+    phi = maps.input_features
+    dtype = phi.dtype
+    Pt = np.ascontiguousarray(maps.Phi_theta, dtype=dtype)
+    Bd = np.ascontiguousarray(Bs, dtype=dtype)  # (K, D_x, D_θ)
+    K = Bd.shape[0]
+    out = GradSums(np.zeros((K, phi.n_features, Pt.shape[1])), np.zeros(K))
+    for _, X_i, Y_i in part.iter_chunks([int(i) for i in chunk_ids]):
+        Y_i = np.asarray(Y_i, dtype=dtype)
+        for s in range(0, X_i.shape[0], _BLOCK_ROWS):
+            Phi = phi.transform(X_i[s : s + _BLOCK_ROWS])
+            Yb = Y_i[s : s + _BLOCK_ROWS]
+            for k in range(K):  # a loop over models, not rows: each iteration is BLAS on the whole block
+                R = Yb - (Phi @ Bd[k]) @ Pt.T
+                out.loss[k] += float(np.sum(loss.curve_values(R), dtype=np.float64))
+                out.g[k] += Phi.T @ (loss.grad(R) @ Pt)
+            out.n += Phi.shape[0]
+    return out
+
+
+def curve_errors_task(part, p: int, chunk_ids: Sequence[int], maps, Bs: np.ndarray) -> np.ndarray:
+    """Per-curve mean squared errors of K models on one partition's rows (a task of a session's ``map``).
+
+    Parameters
+    ----------
+    part : chunked dataset
+    p : int
+        Partition index (unused).
+    chunk_ids : sequence of int
+    maps : FitMaps
+    Bs : ndarray of shape (K, D_x, D_θ)
+
+    Returns
+    -------
+    ndarray of shape (K, rows)
+        :func:`rffor.metrics.curve_mse` of every model on every row of the chunks, in chunk order.
+    """
+    from ..metrics import curve_mse
+
+    phi = maps.input_features
+    dtype = phi.dtype
+    Pt = np.ascontiguousarray(maps.Phi_theta, dtype=dtype)
+    Bd = np.ascontiguousarray(Bs, dtype=dtype)
+    out = []
+    for _, X_i, Y_i in part.iter_chunks([int(i) for i in chunk_ids]):
+        for s in range(0, X_i.shape[0], _BLOCK_ROWS):
+            Phi = phi.transform(X_i[s : s + _BLOCK_ROWS])
+            Yb = Y_i[s : s + _BLOCK_ROWS]
+            out.append(np.stack([curve_mse(Yb, (Phi @ B) @ Pt.T) for B in Bd]) if len(Yb) else np.zeros((len(Bd), 0)))
+    return np.concatenate(out, axis=1) if out else np.zeros((len(Bd), 0))
 
 
 class SquareMetric:
@@ -128,12 +185,16 @@ class SquareMetric:
             self.t, self.V = eigh_psd(C_theta)
         self.lam = float(lam)
 
-    def solve(self, G: np.ndarray, c: float = 1.0) -> np.ndarray:
-        """``H_c⁻¹ G`` for G of shape (D_x, D_θ): solves ``c C_X X C_Θ + λ X = G``."""
-        return diagonal_sylvester(self.U, c * self.a, self.V, self.t, np.asarray(G, dtype=np.float64), shift=self.lam)
+    def solve(self, G: np.ndarray, c: float = 1.0, lam: float | None = None) -> np.ndarray:
+        """``H_c⁻¹ G`` for G of shape (D_x, D_θ): solves ``c C_X X C_Θ + λ X = G`` (another λ reuses the same
+        eigendecomposition: a λ path needs one)."""
+        shift = self.lam if lam is None else float(lam)
+        return diagonal_sylvester(self.U, c * self.a, self.V, self.t, np.asarray(G, dtype=np.float64), shift=shift)
 
 
-def mm_step(metric: SquareMetric, B: np.ndarray, grad: np.ndarray, c: float) -> tuple[np.ndarray, float]:
+def mm_step(
+    metric: SquareMetric, B: np.ndarray, grad: np.ndarray, c: float, lam: float | None = None
+) -> tuple[np.ndarray, float]:
     """The minimiser of the bound (MM) at B with metric ``c H``: ``B − (c H)⁻¹ ∇J(B)``, and the decrement.
 
     Returns
@@ -143,5 +204,66 @@ def mm_step(metric: SquareMetric, B: np.ndarray, grad: np.ndarray, c: float) -> 
         ``<∇J, (cH)⁻¹ ∇J>``: the bound promises ``J(B_new) ≤ J(B) − decrement / 2`` (when it holds), so
         ``decrement / 2`` is the stopping measure (relative to J).
     """
-    step = metric.solve(grad, c)
+    step = metric.solve(grad, c, lam)
     return B - step, inner(grad, step)
+
+
+class MMRun:
+    """One accelerated MM minimisation of (P_rf) at one λ, advanced one gradient pass at a time by its caller.
+
+    Nesterov momentum in the metric H with O'Donoghue & Candès restarts: the momentum is dropped when it points
+    uphill (gradient test, free) or when an evaluated point raises J (function test: that point is rejected and
+    the step retaken without momentum); a step that raises J without momentum means the bound (MM) failed (a sampled
+    covariance): then the metric is doubled. J never increases between accepted points. The caller evaluates the
+    points :meth:`propose` returns (one gradient pass, shared by every run of a λ path) and reports them to
+    :meth:`update`.
+
+    Parameters
+    ----------
+    metric : SquareMetric
+    lam : float
+        λ of this run (the metric's eigendecomposition serves every λ).
+    B, B_prev : ndarray of shape (D_x, D_θ)
+        Current point and previous iterate of the momentum (equal at a start).
+    J : float
+        J(B).
+    grad : ndarray of shape (D_x, D_θ)
+        ∇J(B).
+    tol : float
+        Converged when the bound promises a decrease ``decrement / 2 <= tol · |J|``.
+    t, c : float, default 1
+        Momentum parameter and metric scale (a resumed run passes its saved ones).
+    """
+
+    def __init__(self, metric, lam, B, B_prev, J, grad, tol, t=1.0, c=1.0):
+        self.metric, self.lam, self.tol = metric, float(lam), float(tol)
+        self.B, self.B_prev, self.J, self.grad = B, B_prev, float(J), grad
+        self.t, self.c = float(t), float(c)
+        self.decrement = float("nan")
+        self.converged = False
+        self._next = None
+
+    def propose(self) -> np.ndarray | None:
+        """The next point to evaluate, or None when converged (:attr:`decrement` is the bound's promise × 2)."""
+        B_next, dec = mm_step(self.metric, self.B, self.grad, self.c, self.lam)
+        self.decrement = dec
+        if dec / 2 <= self.tol * abs(self.J):
+            self.converged = True
+            return None
+        if self.t > 1.0 and inner(self.grad, B_next - self.B_prev) > 0:
+            self.t = 1.0
+        t_next = (1.0 + math.sqrt(1.0 + 4.0 * self.t * self.t)) / 2.0
+        self._next = (B_next, t_next)
+        return B_next + ((self.t - 1.0) / t_next) * (B_next - self.B_prev)
+
+    def update(self, Y: np.ndarray, J_new: float, grad_new: np.ndarray) -> bool:
+        """Take the evaluated point Y (``J(Y)``, ``∇J(Y)``) if it does not raise J; returns whether it was taken."""
+        B_next, t_next = self._next
+        if J_new <= self.J:
+            self.B_prev, self.B, self.J, self.grad, self.t = B_next, Y, float(J_new), grad_new, t_next
+            return True
+        if self.t > 1.0:
+            self.t = 1.0  # retake the step from B without momentum
+        else:
+            self.c *= 2.0  # the bound failed: a stronger metric, from the same point
+        return False

@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from .. import checkpoint as ckpt_io
-from .._linalg import inner
 from .._validation import check_choice, check_dtype, check_int, check_real, check_seed, fill_missing
 from ..chunked import as_data
 from ..features import RandomFourierFeatures, make_output_features
@@ -41,7 +40,8 @@ from ..losses import Loss, Square
 from ..progress import Progress
 from .closed_form import sylvester_features
 from .dsgd import Preconditioner, SGDConfig, SGDState, epoch_steps, partition_steps
-from .mm import SquareMetric, grad_task, mm_step
+from .lam_path import DEFAULT_LAMS, fit_lam_path
+from .mm import MMRun, SquareMetric, grad_task
 
 __all__ = [
     "RFF_DEFAULTS",
@@ -82,6 +82,8 @@ RFF_DEFAULTS: dict[str, Any] = {
     "rff_method": "auto",
     "tol": 1e-6,
     "max_passes": 50,
+    "lams": None,
+    "holdout": 10,
 }
 
 
@@ -537,7 +539,12 @@ class RFFResult:
         Final DSGD state (to continue training).
     plan : RoundPlan or None
     warm_coef : ndarray of shape (D_x, D_θ) or None
-        MM: the warm start B (the square-loss closed form), to compare with the final model.
+        MM: the warm start B (the square-loss closed form, or with ``lam="auto"`` the selected path model), to
+        compare with the final model.
+    lam : float or None
+        The λ of the model (the selected one with ``lam="auto"``).
+    path : LamPath or None
+        ``lam="auto"``: the λ path (:mod:`rffor.solvers.lam_path`): grid, held-out scores, extensions.
     """
 
     coef: np.ndarray
@@ -552,6 +559,8 @@ class RFFResult:
     state: SGDState | None = None
     plan: RoundPlan | None = field(default=None, repr=False)
     warm_coef: np.ndarray | None = field(default=None, repr=False)
+    lam: float | None = None
+    path: Any = field(default=None, repr=False)
 
     @property
     def objective_history(self) -> np.ndarray:
@@ -662,7 +671,9 @@ def fit_rff(
     loss: Loss | None = None,
     kernel_x: Kernel,
     kernel_theta: Kernel,
-    lam: float,
+    lam: float | str,
+    lams=RFF_DEFAULTS["lams"],
+    holdout: int = RFF_DEFAULTS["holdout"],
     n_features_x: int = RFF_DEFAULTS["n_features_x"],
     output_features: str = RFF_DEFAULTS["output_features"],
     n_features_theta: int | None = RFF_DEFAULTS["n_features_theta"],
@@ -704,8 +715,13 @@ def fit_rff(
         ``(X, Y[, theta])`` of arrays of shapes (n, d), (n, m), (m,).
     loss : Loss, default Square()
     kernel_x, kernel_theta : Kernel
-    lam : float
-        λ > 0.
+    lam : float or "auto"
+        λ > 0, or "auto": chosen from ``lams`` on held-out rows (:mod:`rffor.solvers.lam_path`: every λ fitted in
+        the same passes, a grid edge extended), then fitted on all rows. Not with ``rff_method="sgd"``.
+    lams : sequence of float, optional
+        The grid of ``lam="auto"`` (default :data:`rffor.solvers.lam_path.DEFAULT_LAMS`, 1e-3 … 1e-12).
+    holdout : int, default 10
+        ``lam="auto"``: about one row in ``holdout`` is held out to score the grid (:class:`rffor.chunked.RowSplit`).
     n_features_x : int, default 1000
         D_x (even).
     output_features : {"exact", "rff"}, default "exact"
@@ -771,7 +787,19 @@ def fit_rff(
     loss = Square() if loss is None else loss
     if not isinstance(loss, Loss):
         raise TypeError(f"loss must be an rffor.losses.Loss, got {loss!r}")
-    lam = check_real(lam, "lam", low=0, low_open=True)
+    if isinstance(lam, str):
+        check_choice(lam, "lam", {"auto"})
+        if rff_method == "sgd":
+            raise ValueError(
+                "lam='auto' selects λ with closed forms and MM passes; it needs rff_method 'auto', 'mm' "
+                "or 'closed_form', not 'sgd'"
+            )
+        lams = DEFAULT_LAMS if lams is None else tuple(check_real(v, "lams[i]", low=0, low_open=True) for v in lams)
+        if len(lams) < 2:
+            raise ValueError(f"lams must hold at least 2 values for lam='auto', got {len(lams)}")
+        check_int(holdout, "holdout", 2)
+    else:
+        lam = check_real(lam, "lam", low=0, low_open=True)
     check_choice(output_features, "output_features", {"exact", "rff"})
     check_choice(init, "init", {"closed_form", "zeros"})
     check_choice(rff_method, "rff_method", {"auto", "closed_form", "mm", "sgd"})
@@ -810,6 +838,7 @@ def fit_rff(
         rs = check_seed(random_state)
     settings = _settings(
         loss=loss, kernel_x=kernel_x, kernel_theta=kernel_theta, lam=lam, n_features_x=n_features_x,
+        lams=list(lams) if lam == "auto" else None, holdout=holdout if lam == "auto" else None,
         output_features=output_features, n_features_theta=n_features_theta, output_rank_tol=output_rank_tol,
         batch_size=batch_size, n_epochs=n_epochs, max_steps=max_steps, n_theta_samples=n_theta_samples,
         step_size=step_size, step_decay=step_decay, step_offset=step_offset, average_start=average_start,
@@ -917,12 +946,32 @@ def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint
     rows = s["init_max_rows"] or (data.n if method in ("mm", "closed_form") else 50_000)
     try:
         sums, B0, start = None, None, 0
+        if lam == "auto":
+            if saved is not None:
+                lam = float(saved.info["lam"])
+            else:
+                from ..chunked import RowSplit
+
+                path = fit_lam_path(
+                    run, maps, C_theta, loss, s["lams"], m=m, split=RowSplit(s["holdout"], True), tol=s["tol"],
+                    max_passes=s["max_passes"], progress=progress,
+                )  # fmt: skip
+                lam, sums = path.lam, path.sums.train + path.sums.held
+                B0 = path.coefs[path.best]
+                result["path"] = path
+                progress.message(
+                    f"λ path: selected λ = {lam:.0e} (held-out {path.score_name} curve MSE "
+                    f"{path.scores[path.best]:.4g}); now fitting it on all {sums.n} curves"
+                )
+            info["lam"] = lam
+        result["lam"] = lam
         if saved is not None:
             B0, start = saved.state, saved.round + 1
             progress.message(f"resuming from {str(checkpoint)!r} after {unit} {saved.round + 1}")
         elif loss.is_square and method in ("closed_form", "mm"):
             tic = time.perf_counter()
-            sums = run.reduce(sums_task, maps, label="closed form")
+            if sums is None:
+                sums = run.reduce(sums_task, maps, label="closed form")
             B0 = closed_form_from_sums(sums, C_theta, lam, m)
             J0 = square_objective_from_sums(sums, B0, C_theta, lam, m)
             seconds = time.perf_counter() - tic
@@ -949,7 +998,7 @@ def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint
                 )
             if method == "closed_form":  # missing outputs: MM on the masked objective finishes the fit
                 method = "mm"
-        elif s["init"] == "closed_form":
+        elif B0 is None and s["init"] == "closed_form":
             tic = time.perf_counter()
             warm = init_chunks(data, rows)
             sums = run.reduce(sums_task, maps, chunks=warm, label="warm start")
@@ -1015,40 +1064,30 @@ def _mm_passes(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, B0, start, 
             run.release(handle)
         return gs, time.perf_counter() - tic
 
-    # accelerated MM (Nesterov momentum in the metric H) with O'Donoghue & Candès restarts: the momentum is dropped
-    # when it points uphill (gradient test, free) or when an evaluated point raises J (function test: that pass is
-    # rejected and the step retaken without momentum); a step that raises J without momentum means the bound
-    # failed (a sampled covariance): then the metric is doubled. J never increases between accepted passes.
+    # accelerated MM with restarts (MMRun); J never increases between accepted passes
     k = start
     gs, seconds = gradient_pass(B, k)
-    J, grad = gs.objective(B, lam), gs.gradient(B, lam)
-    t = float(tracker.history[-1].get("momentum", 1.0)) if start > 0 else 1.0
     B_prev = np.array(B0.B, dtype=np.float64) if isinstance(B0, SGDState) else B.copy()
+    t = float(tracker.history[-1].get("momentum", 1.0)) if start > 0 else 1.0
+    run_ = MMRun(metric, lam, B, B_prev, gs.objective(B, lam), gs.gradient(B, lam), tol, t=t, c=c)
     if start == 0:
-        record = _mm_record(k, gs, J, J, True, c, t, float("nan"), seconds)
+        record = _mm_record(k, gs, run_.J, run_.J, True, c, t, float("nan"), seconds)
         tracker.completed(k, _mm_state(B, B_prev, dtype, k + 1), record)
         k += 1
     while k < max_passes:
-        B_next, dec = mm_step(metric, B, grad, c)
-        if dec / 2 <= tol * abs(J):
-            progress.message(f"MM converged: the bound promises a decrease of {dec / 2:.3g} <= {tol:g} x J = {J:.6g}")
+        Y = run_.propose()
+        if Y is None:
+            progress.message(
+                f"MM converged: the bound promises a decrease of {run_.decrement / 2:.3g} <= {tol:g} x J = {run_.J:.6g}"
+            )
             break
-        if t > 1.0 and inner(grad, B_next - B_prev) > 0:
-            t = 1.0
-        t_next = (1.0 + math.sqrt(1.0 + 4.0 * t * t)) / 2.0
-        Y = B_next + ((t - 1.0) / t_next) * (B_next - B_prev)
         gs, seconds = gradient_pass(Y, k)
         J_new = gs.objective(Y, lam)
-        accepted = J_new <= J
-        if accepted:
-            B_prev, B, J, grad, t = B_next, Y, J_new, gs.gradient(Y, lam), t_next
-        elif t > 1.0:
-            t = 1.0  # retake the step from B without momentum
-        else:
-            c *= 2.0  # the bound failed: a stronger metric, from the same point
-        record = _mm_record(k, gs, J_new, J, accepted, c, t, dec, seconds)
-        tracker.completed(k, _mm_state(B, B_prev, dtype, k + 1), record)
+        accepted = run_.update(Y, J_new, gs.gradient(Y, lam))
+        record = _mm_record(k, gs, J_new, run_.J, accepted, run_.c, run_.t, run_.decrement, seconds)
+        tracker.completed(k, _mm_state(run_.B, run_.B_prev, dtype, k + 1), record)
         k += 1
+    B, B_prev = run_.B, run_.B_prev
     return RFFResult(
         coef=B.astype(dtype),
         n_iter=k,
