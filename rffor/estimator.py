@@ -79,7 +79,11 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         ``init_reweight`` apply to it). "auto": "closed_form" for the square loss (then "mm" if outputs are
         missing), "mm" otherwise.
     n_features_x : int, default 1000
-        rff: number D_x of random Fourier features of k_X (even).
+        rff: number D_x of random Fourier features of k_X (even), or of Nyström centres M.
+    input_features : {"rff", "orf", "nystrom"}, default "rff"
+        rff only: φ_X, random Fourier features, orthogonal random features (Gaussian k_X), or the Nyström map on
+        ``n_features_x`` centres drawn uniformly from the training rows (data-adapted: far more accurate per
+        feature on curve data; see :func:`rffor.solvers.rff.fit_rff`).
     output_features : {"exact", "rff"}, default "exact"
         rff: exact factor of K_Θ (operator RFF, rank by ``output_rank_tol``) or random output features.
     n_features_theta : int or None, default None
@@ -177,6 +181,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         "max_iter": [Interval(numbers.Integral, 0, None, closed="left"), None],
         "rff_method": [StrOptions({"auto", "closed_form", "mm", "sgd"})],
         "n_features_x": [Interval(numbers.Integral, 2, None, closed="left")],
+        "input_features": [StrOptions({"rff", "orf", "nystrom"})],
         "output_features": [StrOptions({"exact", "rff"})],
         "n_features_theta": [Interval(numbers.Integral, 2, None, closed="left"), None],
         "output_rank_tol": [Interval(numbers.Real, 0, 1, closed="both")],
@@ -214,6 +219,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         max_iter=None,
         rff_method=RFF_DEFAULTS["rff_method"],
         n_features_x=RFF_DEFAULTS["n_features_x"],
+        input_features=RFF_DEFAULTS["input_features"],
         output_features=RFF_DEFAULTS["output_features"],
         n_features_theta=RFF_DEFAULTS["n_features_theta"],
         output_rank_tol=RFF_DEFAULTS["output_rank_tol"],
@@ -247,6 +253,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.max_iter = max_iter
         self.rff_method = rff_method
         self.n_features_x = n_features_x
+        self.input_features = input_features
         self.output_features = output_features
         self.n_features_theta = n_features_theta
         self.output_rank_tol = output_rank_tol
@@ -416,6 +423,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             kernel_theta=self.kernel_theta_,
             lam=self.lam,
             n_features_x=self.n_features_x,
+            input_features=self.input_features,
             output_features=self.output_features,
             n_features_theta=self.n_features_theta,
             output_rank_tol=self.output_rank_tol,

@@ -69,6 +69,7 @@ _BLOCK_ROWS = 4096
 #: the defaults of the random-feature fit, one home for :func:`fit_rff`, the estimator and the command line
 RFF_DEFAULTS: dict[str, Any] = {
     "n_features_x": 1000,
+    "input_features": "rff",
     "output_features": "exact",
     "n_features_theta": None,
     "output_rank_tol": 1e-10,
@@ -590,6 +591,8 @@ def make_feature_maps(
     kernel_x: Kernel,
     kernel_theta: Kernel,
     n_features_x: int = 1000,
+    input_features: str = "rff",
+    centres: np.ndarray | None = None,
     output_features: str = "exact",
     n_features_theta: int | None = None,
     output_rank_tol: float = 1e-10,
@@ -598,9 +601,16 @@ def make_feature_maps(
     """The feature maps of a fit, exactly as :func:`fit_rff` builds them (seeds ``(random_state, 0)`` for φ_X and
     ``(random_state, 1)`` for random output features).
 
+    Parameters
+    ----------
+    input_features : {"rff", "orf", "nystrom"}, default "rff"
+        φ_X: random Fourier features, orthogonal random features, or the Nyström map of k_X on ``centres``.
+    centres : ndarray of shape (M, d), optional
+        Nyström centres (rows of the training inputs: :func:`sample_centres`).
+
     Returns
     -------
-    phi_x : RandomFourierFeatures
+    phi_x : RandomFourierFeatures or NystromFeatures
     phi_theta : ExactOutputFactor or RandomOutputFeatures
     Phi_theta : ndarray of shape (m, D_θ)
         φ_Θ on the grid, in ``dtype``.
@@ -608,7 +618,15 @@ def make_feature_maps(
         ``Φ_Θᵀ Φ_Θ / m`` (:func:`output_gram`).
     """
     theta = np.asarray(theta, dtype=np.float64)
-    phi_x = RandomFourierFeatures(kernel_x, n_features_x, d, seed=(random_state, 0), dtype=dtype)
+    if input_features == "nystrom":
+        if centres is None:
+            raise ValueError("input_features='nystrom' needs centres (rows of the training inputs)")
+        from ..features import NystromFeatures
+
+        phi_x = NystromFeatures(kernel_x, centres, dtype=dtype)
+    else:
+        orf = {"orthogonal": True} if input_features == "orf" else {}
+        phi_x = RandomFourierFeatures(kernel_x, n_features_x, d, seed=(random_state, 0), dtype=dtype, **orf)
     phi_theta = make_output_features(
         output_features,
         kernel_theta,
@@ -620,6 +638,41 @@ def make_feature_maps(
     )
     Phi_theta = np.ascontiguousarray(phi_theta.transform(theta), dtype=dtype)
     return phi_x, phi_theta, Phi_theta, output_gram(phi_theta, Phi_theta)
+
+
+def _centre_rows_task(part, p: int, chunk_ids, wanted: dict[int, np.ndarray]) -> list[np.ndarray]:
+    """The rows ``wanted[i]`` (local indices) of the inputs of each of the partition's chunks i, in chunk order."""
+    return [np.array(X_i[wanted[i]]) for i, X_i, _ in part.iter_chunks([int(i) for i in chunk_ids])]
+
+
+def sample_centres(run, data, n_centres: int, seed) -> np.ndarray:
+    """Nyström centres: ``min(M, n)`` input rows drawn uniformly without replacement from all n rows.
+
+    The row indices are drawn on the driver (``numpy`` Generator seeded by ``seed``); the rows are read by the
+    partition tasks of the chunks that hold them (:meth:`executor session.map`), only M rows of d values travel.
+
+    Parameters
+    ----------
+    run : executor session
+    data : chunked dataset
+    n_centres : int
+        M.
+    seed : int or tuple of ints
+        Seed of the draw (:func:`rffor.features.seed_sequence`).
+
+    Returns
+    -------
+    ndarray of shape (min(M, n), d), float64
+        In increasing row order.
+    """
+    from ..features import seed_sequence
+
+    rng = np.random.default_rng(seed_sequence(seed))
+    rows = np.sort(rng.choice(data.n, size=min(int(n_centres), data.n), replace=False))
+    c = data.chunk_rows
+    wanted = {int(i): rows[rows // c == i] - i * c for i in np.unique(rows // c)}
+    parts = run.map(_centre_rows_task, wanted, chunks=sorted(wanted), label="Nyström centres")
+    return np.concatenate([r for part in parts if part is not None for r in part]).astype(np.float64)
 
 
 def auto_step_size(C_theta: np.ndarray, lam: float, *, subsample: bool = False) -> float:
@@ -675,6 +728,7 @@ def fit_rff(
     lams=RFF_DEFAULTS["lams"],
     holdout: int = RFF_DEFAULTS["holdout"],
     n_features_x: int = RFF_DEFAULTS["n_features_x"],
+    input_features: str = RFF_DEFAULTS["input_features"],
     output_features: str = RFF_DEFAULTS["output_features"],
     n_features_theta: int | None = RFF_DEFAULTS["n_features_theta"],
     output_rank_tol: float = RFF_DEFAULTS["output_rank_tol"],
@@ -723,7 +777,13 @@ def fit_rff(
     holdout : int, default 10
         ``lam="auto"``: about one row in ``holdout`` is held out to score the grid (:class:`rffor.chunked.RowSplit`).
     n_features_x : int, default 1000
-        D_x (even).
+        D_x (even) for random features; the number of centres M for Nyström (the map keeps the eigenpairs of
+        K_MM above ``1e-10 ×`` the largest, so D_x ≤ M).
+    input_features : {"rff", "orf", "nystrom"}, default "rff"
+        φ_X: random Fourier features (Rahimi & Recht), orthogonal random features (Yu et al. 2016, Gaussian
+        kernel), or the Nyström map on M centres drawn uniformly from the training rows (:func:`sample_centres`,
+        read by the partition tasks; FALKON's uniform centres). Nyström adapts to the inputs: on curve data near
+        a low-dimensional set it is far more accurate per feature (benchmarks/learning_curve.py).
     output_features : {"exact", "rff"}, default "exact"
     n_features_theta : int or None
         D_θ for ``output_features="rff"`` (default 200).
@@ -801,6 +861,7 @@ def fit_rff(
     else:
         lam = check_real(lam, "lam", low=0, low_open=True)
     check_choice(output_features, "output_features", {"exact", "rff"})
+    check_choice(input_features, "input_features", {"rff", "orf", "nystrom"})
     check_choice(init, "init", {"closed_form", "zeros"})
     check_choice(rff_method, "rff_method", {"auto", "closed_form", "mm", "sgd"})
     dtype = check_dtype(dtype).name
@@ -838,7 +899,8 @@ def fit_rff(
         rs = check_seed(random_state)
     settings = _settings(
         loss=loss, kernel_x=kernel_x, kernel_theta=kernel_theta, lam=lam, n_features_x=n_features_x,
-        lams=list(lams) if lam == "auto" else None, holdout=holdout if lam == "auto" else None,
+        input_features=input_features, lams=list(lams) if lam == "auto" else None,
+        holdout=holdout if lam == "auto" else None,
         output_features=output_features, n_features_theta=n_features_theta, output_rank_tol=output_rank_tol,
         batch_size=batch_size, n_epochs=n_epochs, max_steps=max_steps, n_theta_samples=n_theta_samples,
         step_size=step_size, step_decay=step_decay, step_offset=step_offset, average_start=average_start,
@@ -846,13 +908,6 @@ def fit_rff(
         rff_method=rff_method, precondition_rank=precondition_rank, dtype=dtype, tol=tol, max_passes=max_passes,
     )  # fmt: skip
 
-    theta = np.asarray(data.theta, dtype=np.float64)
-    phi_x, phi_theta, Phi_theta, C_theta = make_feature_maps(
-        data.d, theta, rs, kernel_x=kernel_x, kernel_theta=kernel_theta, n_features_x=n_features_x,
-        output_features=output_features, n_features_theta=n_features_theta, output_rank_tol=output_rank_tol,
-        dtype=dtype,
-    )  # fmt: skip
-    result = dict(input_features=phi_x, output_features=phi_theta, theta=theta, random_state=rs)
     if executor is None:
         from ..executor import SerialExecutor
 
@@ -873,6 +928,21 @@ def fit_rff(
                 f"random-feature fit on {run.description}: {data.n} curves in {data.n_chunks} chunk(s), "
                 f"P = {P} partition(s)"
             )
+            centres = None
+            if input_features == "nystrom":
+                tic = time.perf_counter()
+                centres = sample_centres(run, data, n_features_x, (rs, 2))
+                progress.message(
+                    f"Nyström: {len(centres)} centres drawn uniformly from the {data.n} rows, read by the partition "
+                    f"tasks ({time.perf_counter() - tic:.1f} s)"
+                )
+            theta = np.asarray(data.theta, dtype=np.float64)
+            phi_x, phi_theta, Phi_theta, C_theta = make_feature_maps(
+                data.d, theta, rs, kernel_x=kernel_x, kernel_theta=kernel_theta, n_features_x=n_features_x,
+                input_features=input_features, centres=centres, output_features=output_features,
+                n_features_theta=n_features_theta, output_rank_tol=output_rank_tol, dtype=dtype,
+            )  # fmt: skip
+            result = dict(input_features=phi_x, output_features=phi_theta, theta=theta, random_state=rs)
             maps = run.share(FitMaps(phi_x, Phi_theta))
             return _fit(
                 run, data, maps, Phi_theta, loss, lam, C_theta, P, settings, saved, checkpoint, info, progress, result
