@@ -222,7 +222,9 @@ class _SplitView:
 
     def __init__(self, data, split: RowSplit):
         self.data, self.split = data, split
-        self.theta, self.m, self.d = data.theta, data.m, data.d
+        self.theta, self.m, self.d, self.chunk_rows = data.theta, data.m, data.d, data.chunk_rows
+        # names the rows a chunk shows here, for caches keyed by chunk (rffor.solvers.feature_cache)
+        self.cache_tag = f"split{split.modulus}-{'held' if split.held_out else 'kept'}"
 
     def chunk(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         X, Y = self.data.chunk(i)

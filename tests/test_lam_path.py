@@ -122,3 +122,23 @@ def test_estimator_lam_auto_saves_its_choice(corrupted, tmp_path):
     np.testing.assert_array_equal(back.predict(d.X_test), est.predict(d.X_test))
     with pytest.raises(ValueError, match="FunctionalRegressorCV"):
         FunctionalRegressor(lam="auto", solver="admm").fit(d.X_train[:50], d.Y_train[:50])
+
+
+def test_feature_cache_changes_the_time_not_the_bits(corrupted):
+    """Passes reuse the features kept by the process (:mod:`rffor.solvers.feature_cache`): the same model bit for
+    bit as without a cache, with a budget that holds every block or only some of them; the budget is respected."""
+    from rffor.solvers.feature_cache import cache_info
+
+    _, data = corrupted
+    kw = dict(KW, loss=Huber(0.1, 2), lam="auto", lams=[1e-2, 1e-3, 1e-4])
+    ref = fit_rff(data, feature_cache=0, **kw)
+    full = fit_rff(data, **kw)
+    info = cache_info()
+    blocks_all = info["blocks"]
+    assert info["misses"] > 0 and info["hits"] > 5 * info["misses"]  # every pass after the first reads the cache
+    block = 300 * 100 * 8  # one chunk of 300 rows, D_x = 100 float64 features
+    part = fit_rff(data, feature_cache=3 * block, **kw)
+    assert cache_info()["bytes"] <= 3 * block and 0 < cache_info()["blocks"] < blocks_all
+    for out in (full, part):
+        np.testing.assert_array_equal(out.coef, ref.coef)
+        np.testing.assert_array_equal(out.path.scores, ref.path.scores)

@@ -75,7 +75,7 @@ def split_sums_task(part, p: int, chunk_ids, maps, split: RowSplit) -> SplitSums
     sides = []
     for held in (False, True):
         view = split.side(held).view(_Chunks(part, chunks))
-        sides.append(feature_sums(view, maps.input_features, maps.Phi_theta, [i for i, _, _ in chunks]))
+        sides.append(feature_sums(view, maps.input_features, maps.Phi_theta, [i for i, _, _ in chunks], maps=maps))
     return SplitSums(*sides)
 
 

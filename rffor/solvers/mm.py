@@ -99,16 +99,22 @@ def grad_task(part, p: int, chunk_ids: Sequence[int], maps, B: np.ndarray, loss:
     Pt = np.ascontiguousarray(maps.Phi_theta, dtype=dtype)  # (m, D_θ)
     Bd = np.ascontiguousarray(B, dtype=dtype)
     out = GradSums(np.zeros((phi.n_features, Pt.shape[1])))
-    for _, X_i, Y_i in part.iter_chunks([int(i) for i in chunk_ids]):
+    for i, X_i, Y_i in part.iter_chunks([int(i) for i in chunk_ids]):
         Y_i = np.asarray(Y_i, dtype=dtype)
         for s in range(0, X_i.shape[0], _BLOCK_ROWS):
-            Phi = phi.transform(X_i[s : s + _BLOCK_ROWS])
+            Phi = _features(maps, part, i, s, X_i[s : s + _BLOCK_ROWS])
             R = Y_i[s : s + _BLOCK_ROWS] - (Phi @ Bd) @ Pt.T  # NaN where unobserved: the losses mask them
             G = loss.grad(R)
             out.loss += float(np.sum(loss.curve_values(R), dtype=np.float64))
             out.g += Phi.T @ (G @ Pt)
             out.n += R.shape[0]
     return out
+
+
+def _features(maps, part, i, s, X_block):
+    """φ_X of a block, through the fit's feature cache when its maps have one (FitMaps.block_features)."""
+    block = getattr(maps, "block_features", None)
+    return maps.input_features.transform(X_block) if block is None else block(part, i, s, X_block)
 
 
 def _grad_sums_stacked(part, chunk_ids, maps, Bs: np.ndarray, loss: Loss) -> GradSums:
@@ -118,10 +124,10 @@ def _grad_sums_stacked(part, chunk_ids, maps, Bs: np.ndarray, loss: Loss) -> Gra
     Bd = np.ascontiguousarray(Bs, dtype=dtype)  # (K, D_x, D_θ)
     K = Bd.shape[0]
     out = GradSums(np.zeros((K, phi.n_features, Pt.shape[1])), np.zeros(K))
-    for _, X_i, Y_i in part.iter_chunks([int(i) for i in chunk_ids]):
+    for i, X_i, Y_i in part.iter_chunks([int(i) for i in chunk_ids]):
         Y_i = np.asarray(Y_i, dtype=dtype)
         for s in range(0, X_i.shape[0], _BLOCK_ROWS):
-            Phi = phi.transform(X_i[s : s + _BLOCK_ROWS])
+            Phi = _features(maps, part, i, s, X_i[s : s + _BLOCK_ROWS])
             Yb = Y_i[s : s + _BLOCK_ROWS]
             for k in range(K):  # a loop over models, not rows: each iteration is BLAS on the whole block
                 R = Yb - (Phi @ Bd[k]) @ Pt.T
@@ -155,9 +161,9 @@ def curve_errors_task(part, p: int, chunk_ids: Sequence[int], maps, Bs: np.ndarr
     Pt = np.ascontiguousarray(maps.Phi_theta, dtype=dtype)
     Bd = np.ascontiguousarray(Bs, dtype=dtype)
     out = []
-    for _, X_i, Y_i in part.iter_chunks([int(i) for i in chunk_ids]):
+    for i, X_i, Y_i in part.iter_chunks([int(i) for i in chunk_ids]):
         for s in range(0, X_i.shape[0], _BLOCK_ROWS):
-            Phi = phi.transform(X_i[s : s + _BLOCK_ROWS])
+            Phi = _features(maps, part, i, s, X_i[s : s + _BLOCK_ROWS])
             Yb = Y_i[s : s + _BLOCK_ROWS]
             out.append(np.stack([curve_mse(Yb, (Phi @ B) @ Pt.T) for B in Bd]) if len(Yb) else np.zeros((len(Bd), 0)))
     return np.concatenate(out, axis=1) if out else np.zeros((len(Bd), 0))

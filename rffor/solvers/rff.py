@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,7 @@ from ..losses import Loss, Square
 from ..progress import Progress
 from .closed_form import sylvester_features
 from .dsgd import Preconditioner, SGDConfig, SGDState, epoch_steps, partition_steps
+from .feature_cache import cached_block
 from .lam_path import DEFAULT_LAMS, fit_lam_path
 from .mm import MMRun, SquareMetric, grad_task
 
@@ -85,6 +87,7 @@ RFF_DEFAULTS: dict[str, Any] = {
     "max_passes": 50,
     "lams": None,
     "holdout": 10,
+    "feature_cache": 2**31,
 }
 
 
@@ -145,10 +148,28 @@ class FitMaps:
         φ_X (random Fourier features pickle without their frequencies: redrawn from the seed where used).
     Phi_theta : ndarray of shape (m, D_θ)
         φ_Θ on the training grid, in the fit's dtype.
+    cache_key : str or None
+        The fit's key in every process's feature cache (:mod:`rffor.solvers.feature_cache`); None: no cache.
+    cache_bytes : int
+        Bytes of features each process may keep for this fit.
     """
 
     input_features: Any
     Phi_theta: np.ndarray
+    cache_key: str | None = None
+    cache_bytes: int = 0
+
+    def block_features(self, part, chunk_id: int, start: int, X_block: np.ndarray) -> np.ndarray:
+        """``φ_X`` of the rows ``X_block`` (rows ``start …`` of chunk ``chunk_id`` of ``part``), shape (rows, D_x),
+        through the feature cache (read-only when cached: do not modify it)."""
+        return cached_block(
+            self.cache_key,
+            self.cache_bytes,
+            getattr(part, "cache_tag", "all"),
+            chunk_id,
+            start,
+            lambda: self.input_features.transform(X_block),
+        )
 
 
 def feature_sums(
@@ -157,6 +178,7 @@ def feature_sums(
     Phi_theta: np.ndarray,
     chunk_ids=None,
     weights: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+    maps: FitMaps | None = None,
 ) -> FeatureSums:
     """Map step of the closed form: the sums of :class:`FeatureSums` over some chunks.
 
@@ -177,6 +199,8 @@ def feature_sums(
         Row weights: called on every block with its features ``Phi`` (rows, D_x) in their dtype and its outputs
         ``Y`` (rows, m) in float64, NaN where unobserved; returns ``w`` (rows,) ≥ 0. Every row's terms are then
         multiplied by its weight (``n`` stays the number of rows). Used by the reweighted warm start.
+    maps : FitMaps, optional
+        When given, features come through its feature cache (:meth:`FitMaps.block_features`).
 
     Returns
     -------
@@ -187,7 +211,7 @@ def feature_sums(
     Phi_theta = np.ascontiguousarray(Phi_theta, dtype=dtype)
     sums = FeatureSums.zeros(input_features.n_features, Phi_theta.shape[1])
     ids = range(data.n_chunks) if chunk_ids is None else [int(i) for i in chunk_ids]
-    for _, X_i, Y_i in data.iter_chunks(ids):
+    for i, X_i, Y_i in data.iter_chunks(ids):
         # outputs in the fit's dtype first, as DSGD sees them: in-memory float64 and stored float32 data then
         # give the same sums
         Y_obs = np.asarray(Y_i, dtype=dtype).astype(np.float64)
@@ -199,15 +223,15 @@ def feature_sums(
         if weights is None:
             sums.yy += float(np.einsum("ij,ij->", Y64, Y64))
         for s in range(0, X_i.shape[0], _BLOCK_ROWS):
-            Phi = input_features.transform(X_i[s : s + _BLOCK_ROWS])
+            X_b = X_i[s : s + _BLOCK_ROWS]
+            Phi = input_features.transform(X_b) if maps is None else maps.block_features(data, i, s, X_b)
             YP_b = YP[s : s + _BLOCK_ROWS]
             if weights is not None:
                 w = np.asarray(weights(Phi, Y_obs[s : s + _BLOCK_ROWS]), dtype=np.float64)
                 Y_b = Y64[s : s + _BLOCK_ROWS]
                 sums.yy += float(np.einsum("i,ij,ij->", w, Y_b, Y_b))
-                # rows scaled by √w in place (Phi is this block's own array)
                 root = np.sqrt(w).astype(dtype)[:, None]
-                Phi *= root
+                Phi = Phi * root  # a new array: Phi may be a cached block
                 YP_b = YP_b * root
             sums.xx += Phi.T @ Phi
             sums.xy += Phi.T @ YP_b
@@ -274,10 +298,10 @@ def sums_task(part, p: int, chunk_ids: Sequence[int], maps: FitMaps, B=None, los
     and, in ``loss``, the sum of the curves' losses at B.
     """
     if B is None:
-        return feature_sums(part, maps.input_features, maps.Phi_theta, chunk_ids)
+        return feature_sums(part, maps.input_features, maps.Phi_theta, chunk_ids, maps=maps)
     acc = [0.0]
     weights = _irls_weights(loss, maps.Phi_theta, B, maps.input_features.dtype, acc)
-    sums = feature_sums(part, maps.input_features, maps.Phi_theta, chunk_ids, weights=weights)
+    sums = feature_sums(part, maps.input_features, maps.Phi_theta, chunk_ids, weights=weights, maps=maps)
     sums.loss = acc[0]
     return sums
 
@@ -750,6 +774,7 @@ def fit_rff(
     max_passes: int = RFF_DEFAULTS["max_passes"],
     precondition_rank: int = RFF_DEFAULTS["precondition_rank"],
     dtype: str = RFF_DEFAULTS["dtype"],
+    feature_cache: int = RFF_DEFAULTS["feature_cache"],
     random_state=None,
     executor=None,
     checkpoint=None,
@@ -823,6 +848,10 @@ def fit_rff(
         k > 0: precondition the DSGD steps by ``(C_X + λI)^{-1}`` on the top k eigenvectors of the input feature
         covariance C_X of the warm-start rows (:class:`rffor.solvers.dsgd.Preconditioner`). 0: plain DSGD.
     dtype : {"float32", "float64"}, default "float32"
+    feature_cache : int, default 2**31
+        Bytes of input features each process running the passes (this one, or every Dask worker) keeps between
+        passes (:mod:`rffor.solvers.feature_cache`); blocks past the budget are recomputed every pass. 0: none.
+        Changes the time, never the result.
     random_state : int, Generator or None
     executor : executor, optional
         Where the passes run (:mod:`rffor.executor`); default :class:`~rffor.executor.SerialExecutor`.
@@ -874,6 +903,7 @@ def fit_rff(
     if step_size != "auto":
         check_real(step_size, "step_size", low=0, low_open=True)
     check_int(precondition_rank, "precondition_rank", 0)
+    check_int(feature_cache, "feature_cache", 0)
     check_int(init_reweight, "init_reweight", 0)
     if init_max_rows is not None:
         check_int(init_max_rows, "init_max_rows", 1)
@@ -943,7 +973,7 @@ def fit_rff(
                 n_features_theta=n_features_theta, output_rank_tol=output_rank_tol, dtype=dtype,
             )  # fmt: skip
             result = dict(input_features=phi_x, output_features=phi_theta, theta=theta, random_state=rs)
-            maps = run.share(FitMaps(phi_x, Phi_theta))
+            maps = run.share(FitMaps(phi_x, Phi_theta, cache_key=uuid.uuid4().hex, cache_bytes=feature_cache))
             return _fit(
                 run, data, maps, Phi_theta, loss, lam, C_theta, P, settings, saved, checkpoint, info, progress, result
             )
