@@ -17,7 +17,9 @@ data is; the driver only combines small matrices):
    (:func:`~rffor.solvers.mm.curve_errors_task`), scored by their median for a robust loss (paper 000 §5.1: a
    minority of outlying validation curves does not move it) or their mean for the square loss;
 6. a grid edge never wins silently: if the best λ is the smallest (largest) of the grid, the grid is extended by
-   further decades in that direction (at most ``max_extensions`` times), the new values fitted the same way.
+   further decades in that direction (at most ``max_extensions`` times, and not after an extension that improved
+   the score by less than ``plateau``), the new values fitted the same way; ``LamPath.extensions`` says what
+   happened and ``LamPath.at_edge`` whether the choice is still an end of the grid.
 
 :func:`fit_rff` then fits the selected λ on all rows: the square loss's closed form from the two sums (no further
 pass), other losses by MM passes started from the selected path model.
@@ -177,6 +179,7 @@ def fit_lam_path(
     tol: float,
     max_passes: int,
     max_extensions: int = 3,
+    plateau: float = 0.01,
     progress=None,
 ) -> LamPath:
     """Fit every λ of ``lams`` on the training rows of ``split`` and score it on the held-out rows (module docstring).
@@ -196,6 +199,10 @@ def fit_lam_path(
         MM stopping rule and pass budget of every run (:class:`MMRun`).
     max_extensions : int, default 3
         Grid extensions past an edge before the edge is accepted (and reported in ``extensions``).
+    plateau : float, default 0.01
+        Extending stops early when an extension improved the best held-out score by less than this fraction: the
+        score is flat past the edge (typically λ → 0 once the features' rank, not λ, limits the model), and
+        further values would only cost passes. Reported in ``extensions``.
     progress : rffor.progress.Progress, optional
 
     Returns
@@ -223,7 +230,7 @@ def fit_lam_path(
     objectives: list[float] = []
     scores: list[float] = []
     extensions: list[str] = []
-    passes = 0
+    passes, previous = 0, float("inf")
     new = sorted({float(v) for v in lams}, reverse=True)
     for extension in range(max_extensions + 1):
         B_new, J_new, p_new = _fit_grid(run, maps, metric, M, tr, C_theta, m, loss, new, split, tol, max_passes, say)
@@ -250,9 +257,14 @@ def fit_lam_path(
         )
         if 0 < best < len(order) - 1:
             break
+        if extension and previous - np.asarray(scores)[order][best] < plateau * previous:
+            extensions.append(f"stopped: the last extension improved the held-out score by < {plateau:.0%}")
+            say(f"λ path: {extensions[-1]}")
+            break
         if extension == max_extensions:
             say(f"λ path: warning: the best λ is still an edge of the grid after {max_extensions} extensions")
             break
+        previous = float(np.asarray(scores)[order][best])
         if best == len(order) - 1:
             new = [lam_sorted[-1] / 10.0**k for k in (1, 2)]
             extensions.append("down: " + ", ".join(f"{v:.0e}" for v in new))
