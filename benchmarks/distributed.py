@@ -76,6 +76,7 @@ def model_kwargs(args) -> dict:
         n_features_x=args.n_features_x,
         batch_size=256,
         init="zeros",
+        rff_method="sgd",  # this study measures DSGD rounds (the default for robust losses is MM passes)
         random_state=args.seed,
     )
 

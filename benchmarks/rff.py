@@ -202,6 +202,7 @@ def child_main(spec: dict) -> None:
             batch_size=BATCH,
             n_epochs=1,
             n_partitions=1,
+            rff_method="sgd",  # the DSGD epochs this block measures (the default for H_κ^2 is MM passes)
             random_state=0,
         )
         epoch = res.history[-1]

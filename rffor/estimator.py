@@ -122,8 +122,8 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         feature covariance of the warm-start rows (:class:`rffor.solvers.dsgd.Preconditioner`). At small λ plain
         DSGD converges slowly and the robust losses lose their robustness; k = 50 costs about 3–4% of the
         throughput (``benchmarks/preconditioning.py``). 0: plain DSGD.
-    dtype : {"float32", "float64"}, default "float32"
-        rff: floating type of the features and of B.
+    dtype : {"float32", "float64"} or None, default None
+        rff: floating type of the features and of B; None: float32 for random features, float64 for Nyström.
     client : distributed.Client or None, default None
         rff: run training on this Dask cluster (left open). See :mod:`rffor.executor.dask`.
     scheduler_address : str or None, default None
@@ -195,7 +195,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         "init": [StrOptions({"closed_form", "zeros"})],
         "precondition_rank": [Interval(numbers.Integral, 0, None, closed="left")],
         "init_reweight": [Interval(numbers.Integral, 0, None, closed="left")],
-        "dtype": [StrOptions({"float32", "float64"})],
+        "dtype": [StrOptions({"float32", "float64"}), None],
         "client": "no_validation",
         "scheduler_address": [str, None],
         "security": "no_validation",
