@@ -32,6 +32,7 @@ from .kernels import Kernel, as_2d_points
 
 __all__ = [
     "RandomFourierFeatures",
+    "NystromFeatures",
     "ExactOutputFactor",
     "RandomOutputFeatures",
     "make_output_features",
@@ -397,6 +398,155 @@ class ExactOutputFactor:
         feats = _state_array(arrays, "grid_features", (m, r))
         out.grid_features = np.ascontiguousarray(feats, dtype=out.dtype)
         return out
+
+
+@_register
+class NystromFeatures:
+    """Nyström features of a scalar kernel on M centres (Williams & Seeger 2001; FALKON, Rudi et al. 2017).
+
+    With ``K_MM = U diag(s) Uᵀ`` the Gram matrix of the centres c_1 … c_M and the r eigenpairs with
+    ``s_i > tol · s_max`` kept, ``φ(x) = diag(s_r)^{-1/2} U_rᵀ k(C, x) ∈ R^r``, so that
+    ``φ(x)·φ(z) = k(x, C) K_MM^+ k(C, z)``: the Nyström approximation of ``k(x, z)`` (exact when x or z is a
+    centre, and the projection of the kernel's feature map on the span of the centres'). The model of MATH.md
+    (P_rf) is unchanged: φ_X is just a data-adapted finite-dimensional feature map, and every solver of the
+    random-feature path uses it as it uses random Fourier features.
+
+    Parameters
+    ----------
+    kernel : Kernel
+        k_X (any kernel with ``gram``).
+    centres : array-like of shape (M, dim)
+        Rows of the training inputs (:func:`rffor.solvers.rff.sample_centres` draws them uniformly).
+    dtype : {np.float32, np.float64}, default np.float64
+        Type of the features and of their computation. float64 is the default: the whitening ``s^{-1/2}``
+        amplifies rounding, so float32 only supports ``tol`` above about 1e-6 (a lower rank).
+    tol : float or None
+        Relative eigenvalue threshold in [0, 1); None: 1e-13 in float64, 1e-6 in float32.
+
+    Attributes
+    ----------
+    n_features : int
+        r, the kept rank (D_x of the model).
+    centres : ndarray of shape (M, dim), in ``dtype``
+    projection : ndarray of shape (M, r), in ``dtype``
+        ``U_r diag(s_r)^{-1/2}``: ``φ(X) = k(X, C) @ projection``.
+    """
+
+    kind = "nystrom"
+
+    def __init__(self, kernel: Kernel, centres: np.ndarray, *, dtype=np.float64, tol: float | None = None):
+        self.kernel = _check_kernel(kernel, "kernel")
+        C = as_2d_points(np.asarray(centres, dtype=np.float64), "centres")
+        if C.shape[0] < 1 or not np.all(np.isfinite(C)):
+            raise ValueError(f"centres must be a non-empty finite array of shape (M, dim), got shape {C.shape}")
+        self.dtype = check_dtype(dtype)
+        if tol is None:
+            tol = 1e-13 if self.dtype == np.float64 else 1e-6
+        if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not 0 <= tol < 1:
+            raise ValueError(f"tol must be a real number in [0, 1), got {tol!r}")
+        self.tol = float(tol)
+        s, U = eigh_psd(np.asarray(self.kernel.gram(C), dtype=np.float64))
+        if not s[0] > 0:
+            raise ValueError("the centres' Gram matrix has no positive eigenvalue")
+        keep = s > self.tol * s[0]
+        self.eigenvalues = s[keep].copy()
+        self.centres = np.ascontiguousarray(C, dtype=self.dtype)
+        self.projection = np.ascontiguousarray(U[:, keep] / np.sqrt(self.eigenvalues), dtype=self.dtype)
+        self._norms = np.einsum("ij,ij->i", self.centres, self.centres)
+
+    n_features = property(lambda self: int(self.projection.shape[1]), doc="r, the number of features.")
+    dim = property(lambda self: int(self.centres.shape[1]), doc="Input dimension.")
+    n_centres = property(lambda self: int(self.centres.shape[0]), doc="M.")
+
+    def __repr__(self) -> str:
+        return (
+            f"NystromFeatures({self.kernel!r}, n_centres={self.n_centres}, rank={self.n_features}, tol={self.tol}, "
+            f"dtype={self.dtype.name})"
+        )
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_norms"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._norms = np.einsum("ij,ij->i", self.centres, self.centres)
+
+    def get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """``(spec, {"centres", "projection", "eigenvalues"})``: the map to the bit (no eigendecomposition)."""
+        spec = {"kind": self.kind, "kernel": self.kernel.to_spec(), "tol": self.tol, "dtype": self.dtype.name}
+        return spec, {"centres": self.centres, "projection": self.projection, "eigenvalues": self.eigenvalues}
+
+    @classmethod
+    def from_state(cls, spec: dict, arrays: dict[str, np.ndarray]) -> NystromFeatures:
+        """Inverse of :meth:`get_state`, validating shapes and types."""
+        from .kernels import kernel_from_spec
+
+        out = cls.__new__(cls)
+        out.kernel = _check_kernel(kernel_from_spec(spec["kernel"]), "kernel")
+        out.dtype = check_dtype(spec["dtype"])
+        out.tol = float(spec["tol"])
+        t = arrays.get("eigenvalues")
+        C = arrays.get("centres")
+        if not (isinstance(t, np.ndarray) and t.ndim == 1 and t.size >= 1 and np.all(t > 0)):
+            raise ValueError("feature map array 'eigenvalues' must be a non-empty 1-D array of positive values")
+        if not (isinstance(C, np.ndarray) and C.ndim == 2 and np.all(np.isfinite(C))):
+            raise ValueError("feature map array 'centres' must be a finite 2-D array")
+        out.eigenvalues = t
+        out.centres = np.ascontiguousarray(_state_array(arrays, "centres", C.shape, out.dtype))
+        out.projection = np.ascontiguousarray(_state_array(arrays, "projection", (C.shape[0], t.shape[0]), out.dtype))
+        out._norms = np.einsum("ij,ij->i", out.centres, out.centres)
+        return out
+
+    def transform(self, X: np.ndarray, *, out: np.ndarray | None = None, work: np.ndarray | None = None) -> np.ndarray:
+        """Features of the rows of X: ``k(X, C) @ projection``, in blocks of rows (two GEMMs per block for the
+        Gaussian kernel: the cross products of the squared distances, then the projection).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, dim)
+        out : ndarray of shape (n, n_features), optional
+            C-contiguous array of type ``dtype`` to write into.
+        work : ndarray of shape (rows, M), optional
+            Scratch for the kernel block, any number of rows >= 1.
+
+        Returns
+        -------
+        Phi : ndarray of shape (n, n_features), in ``dtype``
+        """
+        X = as_2d_points(X, "X")
+        if X.shape[1] != self.dim:
+            raise ValueError(f"X has {X.shape[1]} columns, but the feature map was built for dim={self.dim}")
+        X = np.ascontiguousarray(X, dtype=self.dtype)
+        n, M = X.shape[0], self.n_centres
+        if out is None:
+            out = np.empty((n, self.n_features), dtype=self.dtype)
+        elif out.shape != (n, self.n_features) or out.dtype != self.dtype or not out.flags.c_contiguous:
+            raise ValueError(f"out must be a C-contiguous {self.dtype.name} array of shape {(n, self.n_features)}")
+        if work is None:
+            work = np.empty((min(max(n, 1), _DEFAULT_BLOCK_ROWS // 2), M), dtype=self.dtype)
+        elif work.ndim != 2 or work.shape[1] != M or work.dtype != self.dtype or not work.flags.c_contiguous:
+            raise ValueError(f"work must be a C-contiguous {self.dtype.name} array with {M} columns")
+        block = max(1, work.shape[0])
+        gamma = getattr(self.kernel, "gamma", None)
+        gaussian = getattr(self.kernel, "name", "") == "gaussian"
+        for s in range(0, n, block):
+            e = min(s + block, n)
+            K = work[: e - s]
+            if gaussian:  # exp(-γ (‖x‖² + ‖c‖² − 2 x·c)) with one GEMM, in place
+                np.matmul(X[s:e], self.centres.T, out=K)
+                K *= -2.0
+                K += np.einsum("ij,ij->i", X[s:e], X[s:e])[:, None]
+                K += self._norms[None, :]
+                np.maximum(K, 0.0, out=K)
+                K *= -gamma
+                np.exp(K, out=K)
+            else:
+                K[...] = self.kernel.gram(X[s:e], self.centres)
+            np.matmul(K, self.projection, out=out[s:e])
+        return out
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        return self.transform(X)
 
 
 @_register

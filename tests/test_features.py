@@ -10,6 +10,7 @@ import pytest
 
 from rffor.features import (
     ExactOutputFactor,
+    NystromFeatures,
     RandomFourierFeatures,
     RandomOutputFeatures,
     feature_map_from_state,
@@ -214,12 +215,15 @@ def test_make_output_features():
         make_output_features("rff", Gaussian(30.0), theta, n_features=63)
 
 
-@pytest.mark.parametrize("kind", ["rff", "exact", "rff_theta"])
+@pytest.mark.parametrize("kind", ["rff", "exact", "rff_theta", "nystrom"])
 def test_feature_map_state_round_trip_is_exact(kind):
     """get_state / feature_map_from_state rebuilds every kind of map bit for bit, through JSON for the spec."""
     theta = np.linspace(0, 1, 30)
     if kind == "rff":
         f = RandomFourierFeatures(Laplacian(0.5), 40, 3, seed=(3, 0))
+        pts = _points(20, 3)
+    elif kind == "nystrom":
+        f = NystromFeatures(Gaussian(0.5), _points(30, 3, seed=5))
         pts = _points(20, 3)
     else:
         f = make_output_features("exact" if kind == "exact" else "rff", Gaussian(50.0), theta, n_features=40, seed=4)
@@ -231,3 +235,46 @@ def test_feature_map_state_round_trip_is_exact(kind):
     assert np.array_equal(g.transform(pts), f.transform(pts))
     with pytest.raises(ValueError, match="unknown feature map kind"):
         feature_map_from_state({**spec, "kind": "nope"}, arrays)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Nyström features
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel", [Gaussian(0.7), Laplacian(0.7)])
+def test_nystrom_is_exact_at_the_centres_and_converges_as_centres_grow(kernel):
+    """φ(c_i)·φ(c_j) = k(c_i, c_j) on the centres (to the kept rank), and on other points the error of
+    φ(x)·φ(z) against k(x, z) shrinks as centres are added, to 0 when every point is a centre."""
+    X = _points(200, 4, seed=1)
+    K = kernel.gram(X)
+    errors = []
+    for M in (10, 40, 200):
+        f = NystromFeatures(kernel, X[:M])
+        P = f.transform(X)
+        np.testing.assert_allclose(P[:M] @ P[:M].T, K[:M, :M], atol=1e-9)
+        errors.append(np.abs(P @ P.T - K).max())
+    assert errors[0] > errors[1] > errors[2] and errors[2] < 1e-8, errors
+    # the projection view: the residual of k(·, x) off the span of the centres' is orthogonal (PSD remainder)
+    f = NystromFeatures(kernel, X[:40])
+    P = f.transform(X)
+    assert np.linalg.eigvalsh(K - P @ P.T).min() > -1e-9
+
+
+def test_nystrom_float32_blocks_and_rank():
+    X = _points(300, 5, seed=2)
+    f64 = NystromFeatures(Gaussian(0.3), X[:100])
+    f32 = NystromFeatures(Gaussian(0.3), X[:100], dtype=np.float32)
+    assert f32.n_features <= f64.n_features <= 100  # float32 keeps fewer eigenpairs (tol 1e-6 against 1e-13)
+    ref = f64.transform(X)
+    np.testing.assert_allclose(f32.transform(X), ref[:, : f32.n_features], atol=2e-3 * np.abs(ref).max())
+    out = np.empty((300, f64.n_features))
+    got = f64.transform(X, out=out, work=np.empty((7, 100)))  # blocks of 7 rows
+    assert got is out
+    np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12)
+    g = pickle.loads(pickle.dumps(f64))
+    assert np.array_equal(g.transform(X), ref)
+    with pytest.raises(ValueError, match="columns"):
+        f64.transform(X[:, :3])
+    with pytest.raises(ValueError, match="tol"):
+        NystromFeatures(Gaussian(0.3), X[:10], tol=1.5)
