@@ -135,7 +135,8 @@ def test_feature_cache_changes_the_time_not_the_bits(corrupted):
     full = fit_rff(data, **kw)
     info = cache_info()
     blocks_all = info["blocks"]
-    assert info["misses"] > 0 and info["hits"] > 5 * info["misses"]  # every pass after the first reads the cache
+    # the refit on all rows (the last phase, its own cache key): every pass after its first reads the cache
+    assert info["misses"] > 0 and info["hits"] >= (full.n_iter - 1) * info["misses"]
     block = 300 * 100 * 8  # one chunk of 300 rows, D_x = 100 float64 features
     part = fit_rff(data, feature_cache=3 * block, **kw)
     assert cache_info()["bytes"] <= 3 * block and 0 < cache_info()["blocks"] < blocks_all

@@ -87,7 +87,7 @@ RFF_DEFAULTS: dict[str, Any] = {
     "max_passes": 50,
     "lams": None,
     "holdout": 10,
-    "feature_cache": 2**31,
+    "feature_cache": 2**32,
 }
 
 
@@ -852,7 +852,7 @@ def fit_rff(
         accurate at their error level), float64 for Nyström (its whitening ``Λ^{-1/2}`` amplifies rounding by up
         to ``1/sqrt(1e-13)``, and float32 could keep only eigenvalues above about 1e-7 of the largest; measured in
         benchmarks/learning_curve.py: rank 430 vs 740 of M = 1000 and a 20x lower test error).
-    feature_cache : int, default 2**31
+    feature_cache : int, default 2**32
         Bytes of input features each process running the passes (this one, or every Dask worker) keeps between
         passes (:mod:`rffor.solvers.feature_cache`); blocks past the budget are recomputed every pass. 0: none.
         Changes the time, never the result.
@@ -977,10 +977,16 @@ def fit_rff(
                 n_features_theta=n_features_theta, output_rank_tol=output_rank_tol, dtype=dtype,
             )  # fmt: skip
             result = dict(input_features=phi_x, output_features=phi_theta, theta=theta, random_state=rs)
-            maps = run.share(FitMaps(phi_x, Phi_theta, cache_key=uuid.uuid4().hex, cache_bytes=feature_cache))
+
+            def share_maps():
+                # a fresh cache key: the blocks cached under the previous one (e.g. the λ path's training rows)
+                # are dropped where the next pass runs, making room for the rows the next phase reads
+                return run.share(FitMaps(phi_x, Phi_theta, cache_key=uuid.uuid4().hex, cache_bytes=feature_cache))
+
             return _fit(
-                run, data, maps, Phi_theta, loss, lam, C_theta, P, settings, saved, checkpoint, info, progress, result
-            )
+                run, data, share_maps, Phi_theta, loss, lam, C_theta, P, settings, saved, checkpoint, info, progress,
+                result,
+            )  # fmt: skip
     finally:
         progress.close()
 
@@ -1038,8 +1044,10 @@ class _Tracker:
         return SchedulerLostError(f"{exc}. The fit stopped {where}; {held}")
 
 
-def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint, info, progress, result):
-    """The phases of :func:`fit_rff` inside an executor session (``s``: the settings); returns an RFFResult."""
+def _fit(run, data, share_maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint, info, progress, result):
+    """The phases of :func:`fit_rff` inside an executor session (``s``: the settings; ``share_maps()`` shares the
+    FitMaps with the session under a new feature-cache key); returns an RFFResult."""
+    maps = share_maps()
     from ..executor import SchedulerLostError
 
     dtype, m = s["dtype"], data.m
@@ -1062,6 +1070,8 @@ def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint
                 )  # fmt: skip
                 lam, sums = path.lam, path.sums.train + path.sums.held
                 B0 = path.coefs[path.best]
+                run.release(maps)
+                maps = share_maps()
                 result["path"] = path
                 progress.message(
                     f"λ path: selected λ = {lam:.0e} (held-out {path.score_name} curve MSE "
