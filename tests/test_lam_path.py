@@ -124,22 +124,38 @@ def test_estimator_lam_auto_saves_its_choice(corrupted, tmp_path):
         FunctionalRegressor(lam="auto", solver="admm").fit(d.X_train[:50], d.Y_train[:50])
 
 
+def _fit_and_cache_state(data, **kw):
+    """fit_rff, and this process's feature cache as it was when the fit ended (just before its release)."""
+    import rffor.solvers.rff as rff_mod
+    from rffor.solvers.feature_cache import cache_info
+
+    seen, release = [], rff_mod.release_task
+    rff_mod.release_task = lambda *args: seen.append(cache_info())
+    try:
+        out = fit_rff(data, **kw)
+    finally:
+        rff_mod.release_task = release
+    return out, (seen[0] if seen else None)
+
+
 def test_feature_cache_changes_the_time_not_the_bits(corrupted):
     """Passes reuse the features kept by the process (:mod:`rffor.solvers.feature_cache`): the same model bit for
-    bit as without a cache, with a budget that holds every block or only some of them; the budget is respected."""
+    bit as without a cache, with a budget that holds every block or only some of them; the budget is respected
+    and the blocks are released when the fit ends."""
     from rffor.solvers.feature_cache import cache_info
 
     _, data = corrupted
     kw = dict(KW, loss=Huber(0.1, 2), lam="auto", lams=[1e-2, 1e-3, 1e-4])
-    ref = fit_rff(data, feature_cache=0, **kw)
-    full = fit_rff(data, **kw)
-    info = cache_info()
-    blocks_all = info["blocks"]
+    ref, none = _fit_and_cache_state(data, feature_cache=0, **kw)
+    assert none is None  # no cache, nothing to release
+    full, info = _fit_and_cache_state(data, **kw)
     # the refit on all rows (the last phase, its own cache key): every pass after its first reads the cache
     assert info["misses"] > 0 and info["hits"] >= (full.n_iter - 1) * info["misses"]
     block = 300 * 100 * 8  # one chunk of 300 rows, D_x = 100 float64 features
-    part = fit_rff(data, feature_cache=3 * block, **kw)
-    assert cache_info()["bytes"] <= 3 * block and 0 < cache_info()["blocks"] < blocks_all
+    part, some = _fit_and_cache_state(data, feature_cache=3 * block, **kw)
+    assert some["bytes"] <= 3 * block and 0 < some["blocks"] < info["blocks"]
+    fit_rff(data, **kw)
+    assert cache_info()["blocks"] == 0  # released when the fit ended
     for out in (full, part):
         np.testing.assert_array_equal(out.coef, ref.coef)
         np.testing.assert_array_equal(out.path.scores, ref.path.scores)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["cached_block", "cache_info"]
+__all__ = ["cached_block", "cache_info", "release_task"]
 
 
 class _Cache:
@@ -77,6 +77,15 @@ def cached_block(fit_key: str | None, budget: int, tag: str, chunk_id: int, star
     if fit_key is None or budget <= 0:
         return compute()
     return _CACHE.get((fit_key, tag, int(chunk_id), int(start)), int(budget), compute)
+
+
+def release_task(part, p: int, chunk_ids, maps) -> None:
+    """Drop this process's blocks of the fit of ``maps`` (a task run on every partition when a fit ends, so that
+    workers do not hold a finished fit's features)."""
+    key = getattr(maps, "cache_key", None)
+    with _CACHE.lock:
+        if key is not None and _CACHE.fit == key:
+            _CACHE.fit, _CACHE.entries, _CACHE.nbytes = None, {}, 0
 
 
 def cache_info() -> dict:

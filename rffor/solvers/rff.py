@@ -41,7 +41,7 @@ from ..losses import Loss, Square
 from ..progress import Progress
 from .closed_form import sylvester_features
 from .dsgd import Preconditioner, SGDConfig, SGDState, epoch_steps, partition_steps
-from .feature_cache import cached_block
+from .feature_cache import cached_block, release_task
 from .lam_path import DEFAULT_LAMS, fit_lam_path
 from .mm import MMRun, SquareMetric, grad_task
 
@@ -978,15 +978,23 @@ def fit_rff(
             )  # fmt: skip
             result = dict(input_features=phi_x, output_features=phi_theta, theta=theta, random_state=rs)
 
+            shared = []
+
             def share_maps():
                 # a fresh cache key: the blocks cached under the previous one (e.g. the λ path's training rows)
                 # are dropped where the next pass runs, making room for the rows the next phase reads
-                return run.share(FitMaps(phi_x, Phi_theta, cache_key=uuid.uuid4().hex, cache_bytes=feature_cache))
+                shared.append(
+                    run.share(FitMaps(phi_x, Phi_theta, cache_key=uuid.uuid4().hex, cache_bytes=feature_cache))
+                )
+                return shared[-1]
 
-            return _fit(
+            out = _fit(
                 run, data, share_maps, Phi_theta, loss, lam, C_theta, P, settings, saved, checkpoint, info, progress,
                 result,
             )  # fmt: skip
+            if feature_cache > 0 and shared:  # the workers drop this fit's features (memory for what comes next)
+                run.map(release_task, shared[-1], label="release the feature cache")
+            return out
     finally:
         progress.close()
 
