@@ -45,7 +45,8 @@ def _as_real_array(A, name: str, shape_doc: str, dtype) -> np.ndarray:
 def check_X(
     X, *, name: str = "X", n_features: int | None = None, dtype=np.float64, owner: str = "the model"
 ) -> np.ndarray:
-    """Validate inputs: 2-D (a 1-D array is one feature per sample), numeric, real, finite, dense.
+    """Validate inputs: 2-D, numeric, real, finite, dense (a 1-D array is refused, as by scikit-learn: it is
+    ambiguous between one sample and one feature).
 
     Parameters
     ----------
@@ -60,9 +61,11 @@ def check_X(
     X : ndarray of shape (n, d)
     """
     X = _as_real_array(X, name, "(n_samples, n_features)", dtype)
-    one_d = X.ndim == 1
-    if one_d:
-        X = X[:, None]
+    if X.ndim == 1:
+        raise ValueError(
+            f"Expected a 2-D array for {name}, got a 1-D array of shape {X.shape}. Reshape your data either using "
+            f"{name}.reshape(-1, 1) if it has a single feature or {name}.reshape(1, -1) if it is a single sample"
+        )
     if X.ndim != 2:
         raise ValueError(f"{name} must be a 2-D array of shape (n_samples, n_features), got shape {X.shape}")
     if X.shape[0] == 0:
@@ -73,15 +76,7 @@ def check_X(
         bad = np.argwhere(~np.isfinite(X))[0]
         raise ValueError(f"{name} must be finite (no NaN or inf); found {X[tuple(bad)]} at index {tuple(bad)}")
     if n_features is not None and X.shape[1] != n_features:
-        hint = (
-            "; a 1-D X is read as n samples of one feature: Reshape your data with X.reshape(1, -1) "
-            "if it is a single sample"
-            if one_d
-            else ""
-        )
-        raise ValueError(
-            f"{name} has {X.shape[1]} features, but {owner} is expecting {n_features} features as input{hint}"
-        )
+        raise ValueError(f"{name} has {X.shape[1]} features, but {owner} is expecting {n_features} features as input")
     return X
 
 

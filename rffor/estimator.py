@@ -148,7 +148,8 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
     coef_ : ndarray of shape (D_x, D_θ)
         rff: the matrix B of (P_rf).
     n_iter_ : int
-        Iterations (exact) or steps (rff).
+        At least 1: exact solvers, iterations (the closed-form start counts as one when it already meets ``tol``);
+        rff, 1 for the closed form, MM passes of the final fit, or DSGD steps per partition.
     duality_gap_ : float
         Exact solvers: relative duality gap of the returned solution.
     objective_history_ : ndarray
@@ -178,7 +179,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         "representation": [StrOptions({"splines", "eigen"})],
         "n_eig": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
-        "max_iter": [Interval(numbers.Integral, 0, None, closed="left"), None],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "rff_method": [StrOptions({"auto", "closed_form", "mm", "sgd"})],
         "n_features_x": [Interval(numbers.Integral, 2, None, closed="left")],
         "input_features": [StrOptions({"rff", "orf", "nystrom"})],
@@ -301,7 +302,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
 
     # ---------------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, Y=None, theta=None):
+    def fit(self, X, y=None, theta=None):
         """Fit the model.
 
         Parameters
@@ -309,8 +310,9 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         X : array-like of shape (n, d), or a :class:`rffor.data.Dataset`
             Inputs (a function-valued input is its vector of values on its grid). A Dataset (Zarr store) is
             fitted out of core with the random-feature solver; then Y and theta must be None.
-        Y : array-like of shape (n, m)
-            Output curves on the grid ``theta``; NaN marks a missing value.
+        y : array-like of shape (n, m)
+            Output curves on the grid ``theta`` (the target, named as in every scikit-learn regressor; 2-D for
+            curves, as a multi-output target); NaN marks a missing value.
         theta : array-like of shape (m,), default None
             Strictly increasing output grid; None means ``linspace(0, 1, m)``.
 
@@ -319,9 +321,9 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self
         """
         if _is_dataset(X):
-            if Y is not None or theta is not None:
+            if y is not None or theta is not None:
                 raise ValueError(
-                    "fit(dataset) takes the outputs and the grid from the dataset: pass Y=None, theta=None"
+                    "fit(dataset) takes the outputs and the grid from the dataset: pass y=None, theta=None"
                 )
             self._resolve_solver(X.n, True)
             self.solver_ = "rff"
@@ -332,14 +334,14 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             self.kernel_x_, self.kernel_theta_ = self._kernels(X.d, theta)
             self.loss_ = self._loss()
             return self._fit_rff(X, theta)
-        if Y is None:
+        if y is None:
             raise ValueError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None: "
-                "fit(X, Y, theta=None) with Y of shape (n_samples, n_locations)"
+                "fit(X, y, theta=None) with y of shape (n_samples, n_locations)"
             )
         X = check_X(X)
-        Y_in = Y
-        Y = check_Y(Y, n_samples=X.shape[0])
+        Y_in = y
+        Y = check_Y(y, n_samples=X.shape[0], name="y")
         self._y_1d = np.ndim(np.asarray(Y_in)) == 1
         theta = check_theta(theta, Y.shape[1])
         self.theta_ = theta
@@ -388,7 +390,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         max_iter = solver_default(self.solver_, "max_iter") if self.max_iter is None else self.max_iter
         result = solve(problem, tol=self.tol, max_iter=max_iter, callback=callback)
         self.dual_coef_ = result.coef
-        self.n_iter_ = result.n_iter
+        self.n_iter_ = max(1, int(result.n_iter))
         self.duality_gap_ = result.gap
         self.objective_history_ = np.asarray(result.history["primal"])
         self.X_fit_ = X
@@ -451,7 +453,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.input_features_ = result.input_features
         self.output_features_ = result.output_features
         self.random_state_ = result.random_state
-        self.n_iter_ = result.n_iter
+        self.n_iter_ = max(1, int(result.n_iter))
         self.objective_history_ = result.objective_history
         self.rff_history_ = result.history
         self.rff_method_ = result.method
@@ -472,13 +474,13 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
 
         Returns
         -------
-        Y_hat : ndarray of shape (n_new, m_new) (or (n_new,) when fitted on 1-D Y)
+        Y_hat : ndarray of shape (n_new, m_new) (or (n_new,) when fitted on 1-D y), float64
         """
         check_is_fitted(self, "solver_")
         X = check_X(X, n_features=self.n_features_in_, owner=type(self).__name__)
         theta_new = None if theta is None else self._check_theta_new(theta)
-        if self.solver_ == "rff":
-            Y_hat = self._predict_rff(X, theta_new)
+        if self.solver_ == "rff":  # computed in the fit's dtype, returned as float64 like every regressor's
+            Y_hat = np.asarray(self._predict_rff(X, theta_new), dtype=np.float64)
         else:
             K_new = self.kernel_x_.gram(X, self.X_fit_)
             if theta_new is None:
@@ -493,7 +495,11 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         from .solvers.rff import predict
 
         Phi_theta = self._Phi_theta_grid if theta_new is None else self.output_features_.transform(theta_new)
-        return predict(self.coef_, self.input_features_, Phi_theta, X)
+        phi = self.input_features_
+        if hasattr(phi, "astype") and phi.dtype != np.float64:
+            phi = phi.astype(np.float64)  # float64 predictions, the same whatever the batch (scikit-learn contract)
+        coef = np.asarray(self.coef_, dtype=np.float64)
+        return predict(coef, phi, np.asarray(Phi_theta, dtype=np.float64), X)
 
     @staticmethod
     def _check_theta_new(theta) -> np.ndarray:
@@ -504,13 +510,14 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"theta must be a finite 1-D array of locations, got shape {theta.shape}")
         return theta
 
-    def score(self, X, Y, sample_weight=None):
-        """R² over observed entries: per-location R² (NaN entries of Y ignored), averaged uniformly.
+    def score(self, X, y, sample_weight=None):
+        """R² over observed entries: per-location R² (NaN entries of y ignored), averaged uniformly.
 
         Parameters
         ----------
         X : array-like of shape (n, d)
-        Y : array-like of shape (n, m), NaN = not observed
+        y : array-like of shape (n, m), NaN = not observed
+        sample_weight : array-like of shape (n,), optional
 
         Returns
         -------
@@ -518,7 +525,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         """
         from .metrics import r2_score
 
-        return r2_score(Y, self.predict(X), sample_weight)
+        return r2_score(y, self.predict(X), sample_weight)
 
     # ---------------------------------------------------------------- state
     def _get_fitted_state(self) -> tuple[dict, dict[str, np.ndarray]]:

@@ -267,6 +267,13 @@ class RandomFourierFeatures:
     def __call__(self, X: np.ndarray) -> np.ndarray:
         return self.transform(X)
 
+    def astype(self, dtype) -> RandomFourierFeatures:
+        """The same map (the same frequencies, cast exactly) computing in ``dtype``: float64 predictions of a
+        float32 fit are independent of how the rows are batched, as scikit-learn expects of ``predict``."""
+        out = RandomFourierFeatures(self.kernel, self.n_features, self.dim, self.seed, dtype=dtype)
+        out._W = np.ascontiguousarray(self.W, dtype=out.dtype)
+        return out
+
 
 @_register
 class ExactOutputFactor:
