@@ -278,3 +278,32 @@ def test_nystrom_float32_blocks_and_rank():
         f64.transform(X[:, :3])
     with pytest.raises(ValueError, match="tol"):
         NystromFeatures(Gaussian(0.3), X[:10], tol=1.5)
+
+
+def test_orthogonal_random_features_have_the_gaussian_law_and_a_lower_error():
+    """ORF (Yu et al. 2016): frequency norms and directions as N(0, 2γ I), orthogonal within a block; the kernel
+    estimate's mean squared error, averaged over 20 seeds, below that of plain random features at the same D
+    (Yu et al. Theorem 1; measured here about 0.5x); saved and rebuilt exactly; refused for a non-Gaussian kernel."""
+    kernel, d, D = Gaussian(0.1), 16, 64
+    X = _points(60, d, seed=3)
+    K = kernel.gram(X)
+    err = {False: [], True: []}
+    for seed in range(20):
+        for orth in err:
+            f = RandomFourierFeatures(kernel, D, d, seed=seed, dtype=np.float64, orthogonal=orth)
+            P = f.transform(X)
+            err[orth].append(np.mean((P @ P.T - K) ** 2))
+    assert np.mean(err[True]) < 0.8 * np.mean(err[False]), (np.mean(err[True]), np.mean(err[False]))
+    f = RandomFourierFeatures(kernel, 2 * d, d, seed=0, dtype=np.float64, orthogonal=True)
+    W = f.W / np.sqrt(2 * kernel.gamma)
+    G = W.T @ W
+    np.testing.assert_allclose(G - np.diag(np.diag(G)), 0, atol=1e-10)  # one block: orthogonal directions
+    norms = np.sqrt(np.diag(G))
+    big = RandomFourierFeatures(kernel, 4000, d, seed=1, dtype=np.float64, orthogonal=True).W / np.sqrt(0.2)
+    assert abs(np.mean(np.sum(big**2, axis=0)) - d) < 0.05 * d  # E‖ω‖² = d for N(0, I_d)
+    assert norms.shape == (d,)
+    spec, arrays = f.get_state()
+    g = feature_map_from_state(json.loads(json.dumps(spec)), arrays)
+    assert g.orthogonal and np.array_equal(g.transform(X), f.transform(X))
+    with pytest.raises(ValueError, match="Gaussian"):
+        RandomFourierFeatures(Laplacian(0.1), D, d, seed=0, orthogonal=True)

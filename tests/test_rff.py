@@ -577,6 +577,30 @@ def test_estimator_rff_square_matches_exact(synth):
     assert np.sqrt(np.mean((p_rff - p_exact) ** 2) / np.mean(p_exact**2)) < 0.07  # see the test above
 
 
+def test_nystrom_on_every_row_is_the_exact_solution(synth, tmp_path):
+    """Nyström features whose centres are all n training inputs span the whole RKHS part the representer theorem
+    needs: the feature-space closed form is then the exact solution of (P) (the square loss; MATH.md §3.1), to the
+    eigenvalues dropped below 1e-13; the model saves and loads without pickle; ORF features fit too."""
+    from rffor import load
+
+    n = synth.X_train.shape[0]
+    kw = dict(kernel_x=KX, kernel_theta=KT, lam=LAM, random_state=0)
+    nys = FunctionalRegressor(solver="rff", input_features="nystrom", n_features_x=n, **kw)
+    nys.fit(synth.X_train, synth.Y_train, synth.theta)
+    exact = FunctionalRegressor(solver="admm", **kw).fit(synth.X_train, synth.Y_train, synth.theta)
+    p_nys, p_exact = nys.predict(synth.X_test), exact.predict(synth.X_test)
+    assert nys.input_features_.n_centres == n and nys.coef_.dtype == np.float64
+    assert np.sqrt(np.mean((p_nys - p_exact) ** 2) / np.mean(p_exact**2)) < 1e-6
+    back = load(nys.save(tmp_path / "nys.rffor"))
+    np.testing.assert_array_equal(back.predict(synth.X_test), p_nys)
+    orf = FunctionalRegressor(solver="rff", input_features="orf", n_features_x=1000, **kw)
+    orf.fit(synth.X_train, synth.Y_train, synth.theta)
+    assert orf.input_features_.orthogonal
+    assert np.sqrt(np.mean((orf.predict(synth.X_test) - p_exact) ** 2) / np.mean(p_exact**2)) < 0.07
+    back = load(orf.save(tmp_path / "orf.rffor"))
+    np.testing.assert_array_equal(back.predict(synth.X_test), orf.predict(synth.X_test))
+
+
 def test_estimator_rff_1d_output_and_clone(synth):
     from sklearn.base import clone
 
