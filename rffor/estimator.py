@@ -18,7 +18,7 @@ from .io import json_value
 from .kernels import Gaussian, Kernel
 from .losses import Loss, Square
 from .solvers import EXACT_SOLVERS, solver_default
-from .solvers.dual import DualProblem
+from .solvers.dual import DualProblem, full_certificate
 from .solvers.rff import RFF_DEFAULTS
 
 __all__ = ["FunctionalRegressor", "load"]
@@ -150,11 +150,18 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
     n_iter_ : int
         At least 1: exact solvers, iterations (the closed-form start counts as one when it already meets ``tol``);
         rff, 1 for the closed form, MM passes of the final fit, or DSGD steps per partition.
+    objective_ : float
+        Exact solvers: the objective of (P) at the returned model (the one ``predict`` uses).
     duality_gap_ : float
-        Exact solvers: relative duality gap of the returned solution.
+        Exact solvers: relative duality gap of (P) at the returned model: ``(P(h) − D) / max(|P(h)|, |D|)`` with D
+        a dual bound, so ``P(h) − P* ≤ duality_gap_ · max(|P(h)|, |D|)``. With ``representation="eigen"`` and
+        r < m it includes the error of keeping r eigenpairs (:func:`rffor.solvers.dual.full_certificate`).
+    reduced_duality_gap_ : float
+        ``representation="eigen"`` only: the solver's gap of the reduced problem (D_e), what ``tol`` stops on.
     objective_history_ : ndarray
-        Primal objective at each duality-gap evaluation (exact: the start, then every iteration for ADMM and
-        every 10 iterations and the last one for APGD) or per round (rff).
+        The solver's primal objective at each duality-gap evaluation (exact: the start, then every iteration for
+        ADMM and every 10 iterations and the last one for APGD; with ``representation="eigen"``, of the reduced
+        problem, which equals (P) only when r = m) or per round (rff).
     theta_ : ndarray of shape (m,)
         Training grid.
     n_features_in_ : int
@@ -391,8 +398,12 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         result = solve(problem, tol=self.tol, max_iter=max_iter, callback=callback)
         self.dual_coef_ = result.coef
         self.n_iter_ = max(1, int(result.n_iter))
-        self.duality_gap_ = result.gap
         self.objective_history_ = np.asarray(result.history["primal"])
+        if problem.eigen:  # certify the returned model for (P), not the reduced problem only
+            self.objective_, _, self.duality_gap_ = full_certificate(problem, result.coef, K_theta)
+            self.reduced_duality_gap_ = result.gap
+        else:
+            self.objective_, self.duality_gap_ = float(self.objective_history_[-1]), result.gap
         self.X_fit_ = X
         # predictions are K_X(X_new, X) @ W @ K_Θ(grid, θ_new) for both representations (MATH.md §3.1, §3.2):
         # splines W = A/(λnm); eigen (Nyström ψ_j) W = A V_rᵀ/(λn√m)
@@ -547,6 +558,8 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             "y_1d": bool(self._y_1d),
             "n_iter": int(self.n_iter_),
             "duality_gap": None if gap is None else float(gap),
+            "objective": None if getattr(self, "objective_", None) is None else float(self.objective_),
+            "reduced_duality_gap": getattr(self, "reduced_duality_gap_", None),
         }
         arrays = {"theta": self.theta_, "objective_history": np.asarray(self.objective_history_, dtype=np.float64)}
         if self.solver_ != "rff":
@@ -594,6 +607,10 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.n_iter_ = int(fitted["n_iter"])
         if fitted.get("duality_gap") is not None:
             self.duality_gap_ = float(fitted["duality_gap"])
+        if fitted.get("objective") is not None:
+            self.objective_ = float(fitted["objective"])
+        if fitted.get("reduced_duality_gap") is not None:
+            self.reduced_duality_gap_ = float(fitted["reduced_duality_gap"])
         self.theta_ = theta
         self.objective_history_ = _saved_array(arrays, "objective_history")
         m = theta.shape[0]

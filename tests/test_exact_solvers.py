@@ -561,3 +561,36 @@ def test_apgd_check_every_does_not_change_the_iterates(grams):
     assert a.n_iter <= b.n_iter < a.n_iter + 5
     with pytest.raises(ValueError, match="check_every"):
         solve("apgd", problem, check_every=0)
+
+
+@pytest.mark.parametrize("r", [4, 10, 40])
+def test_eigen_certificate_is_that_of_the_returned_model_for_P(r):
+    """representation="eigen" with r < m (m = 40, H_κ^2): ``objective_`` is (P) at the model ``predict`` uses,
+    evaluated here independently (the loss of the training residuals + (λ/2)‖h‖² with ‖h‖² = <W, K_X W K_Θ>), and
+    ``duality_gap_`` bounds its distance to the optimum of (P) (computed by ADMM on the splines dual to 1e-11);
+    the reduced problem's own gap (what tol stops on) is reported apart and does not bound it for small r."""
+    from rffor import FunctionalRegressor
+    from rffor.datasets import add_outliers, make_synthetic
+    from rffor.kernels import Gaussian
+    from rffor.losses import Huber
+
+    d = make_synthetic(60, 5, m=40, p_in=10, nonlinear=True, noise=0.1, random_state=0)
+    Y = add_outliers(d.Y_train, 2, 0.1, random_state=1)[0]
+    loss, lam = Huber(0.1, 2), 1e-4
+    kw = dict(kernel_x=Gaussian(0.05), kernel_theta=Gaussian(30.0), lam=lam, tol=1e-11)
+    opt = FunctionalRegressor(loss, solver="admm", **kw).fit(d.X_train, Y, d.theta)
+    P_star = opt.objective_
+    est = FunctionalRegressor(loss, solver="apgd", representation="eigen", n_eig=r, max_iter=20000, **kw)
+    est.fit(d.X_train, Y, d.theta)
+    K_x, K_t = Gaussian(0.05).gram(d.X_train), Gaussian(30.0).gram(d.theta)
+    W = est._W
+    H = K_x @ W @ K_t
+    np.testing.assert_allclose(est.predict(d.X_train), H, rtol=1e-10, atol=1e-12)
+    P_model = loss.value(Y - H) + 0.5 * lam * np.sum(W * (K_x @ W @ K_t))
+    assert est.objective_ == pytest.approx(P_model, rel=1e-10)
+    assert P_model >= P_star * (1 - 1e-9)
+    bound = est.duality_gap_ * max(abs(est.objective_), 1e-300) * 1.01  # relative gap → absolute (|D| ≈ |P|)
+    assert P_model - P_star <= bound + 1e-12
+    if r < 40:
+        assert P_model - P_star > 1e-6 * P_star  # the reduction costs something for small r...
+        assert est.reduced_duality_gap_ < est.duality_gap_  # ...which the reduced gap does not see

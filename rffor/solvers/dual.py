@@ -22,7 +22,7 @@ import numpy as np
 from .._linalg import eigh_psd, inner
 from ..losses import Loss
 
-__all__ = ["DualProblem", "SolverResult"]
+__all__ = ["DualProblem", "SolverResult", "full_certificate"]
 
 
 @dataclass
@@ -50,6 +50,8 @@ class DualProblem:
     eigen : bool
     V_r, t_r : ndarrays (m, r), (r,) or None
         Eigen only: kept eigenpairs of K_Θ, for Nyström predictions off the grid.
+    Y_grid : ndarray (n, m) or None
+        Eigen only: the outputs on the grid (for :func:`full_certificate`).
     """
 
     K_x: np.ndarray
@@ -66,6 +68,8 @@ class DualProblem:
     #: eigen only: the kept eigenvectors (m, r) and eigenvalues (r,) of K_Θ, for Nyström predictions
     V_r: np.ndarray | None = None
     t_r: np.ndarray | None = None
+    #: eigen only: the outputs on the grid (n, m), for the certificate of (P) (:func:`full_certificate`)
+    Y_grid: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         # c folded into the output factor once, so that the kernel product is just the two matrix products
@@ -90,8 +94,11 @@ class DualProblem:
         tt, VV = eig_theta if eig_theta is not None else eigh_psd(K_theta)
         V_r = VV[:, :n_eig]
         delta = tt[:n_eig] / m
-        R = (np.asarray(Y, dtype=np.float64) @ V_r) / math.sqrt(m)
-        return cls(K_x, s, U, delta, None, None, R, 1.0 / (lam * n), lam, loss, eigen=True, V_r=V_r, t_r=tt[:n_eig])
+        Y = np.asarray(Y, dtype=np.float64)
+        R = (Y @ V_r) / math.sqrt(m)
+        return cls(
+            K_x, s, U, delta, None, None, R, 1.0 / (lam * n), lam, loss, eigen=True, V_r=V_r, t_r=tt[:n_eig], Y_grid=Y
+        )
 
     # ------------------------------------------------------------ operators
     @property
@@ -170,6 +177,51 @@ class DualProblem:
         gap = primal - dual
         denom = max(abs(primal), abs(dual), np.finfo(float).tiny)
         return primal, dual, gap / denom
+
+
+def full_certificate(eigen: DualProblem, A: np.ndarray, K_theta: np.ndarray) -> tuple[float, float, float]:
+    """(P)'s certificate for the model of an eigenbasis solution A of (D_e) with r ≤ m (MATH.md §3.2).
+
+    (D_e) keeps r eigenpairs of K_Θ, so its own gap certifies the reduced problem, not (P). The model it returns,
+    ``h = Σ_i k_X(·, x_i) W_i K_Θ`` with ``W = A V_rᵀ/(λn√m)``, is the splines model of ``A_s = √m A V_rᵀ``
+    (``c_s K_X A_s K_Θ = K_X W K_Θ`` with ``c_s = 1/(λnm)``), whose rows have the norms of A's rows scaled by
+    √m: a feasible point of (D_s) for every loss with an eigenbasis dual (their constraint sets are balls, of radius
+    κ in (D_e) and √m κ in (D_s)). So ``P(h) − (−F_s(A_s)/(nm))`` is a duality gap of (P) at h: it bounds
+    ``P(h) − P*``, the reduction's error included. (A_s is projected on (D_s)'s feasible set first, in case of
+    rounding; the primal value is that of h itself.)
+
+    Parameters
+    ----------
+    eigen : DualProblem
+        The (D_e) problem (``eigen.eigen`` is True).
+    A : ndarray of shape (n, r)
+        Its solution.
+    K_theta : ndarray of shape (m, m)
+        The output Gram matrix on the grid.
+
+    Returns
+    -------
+    primal : float
+        P(h), the objective of (P) at the returned model.
+    dual : float
+        The dual bound (≤ P*).
+    gap : float
+        ``(primal − dual) / max(|primal|, |dual|)``.
+    """
+    m = eigen.V_r.shape[0]
+    Y = _grid_targets(eigen)
+    full = DualProblem.splines(eigen.K_x, K_theta, Y, eigen.lam, eigen.loss, eig_x=(eigen.s, eigen.U))
+    A_s = math.sqrt(m) * (A @ eigen.V_r.T)
+    primal = full.primal_value(A_s, full.kernel_product(A_s))
+    A_f = full.prox(A_s, 0.0)
+    dual = -full.dual_value(A_f, full.kernel_product(A_f)) / full.gap_scale
+    return primal, dual, (primal - dual) / max(abs(primal), abs(dual), np.finfo(float).tiny)
+
+
+def _grid_targets(eigen: DualProblem) -> np.ndarray:
+    if eigen.Y_grid is None:
+        raise ValueError("this eigenbasis problem does not keep its outputs on the grid")
+    return eigen.Y_grid
 
 
 @dataclass
