@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -188,7 +188,7 @@ def test_fit_other_losses_and_solvers(workdir):
 
 def test_fit_random_features_out_of_core(workdir):
     args = ["fit", workdir / "train.zarr", "--solver", "rff", "--loss", "huber2", "--kappa", "0.2",
-            "--features-x", "40", "--epochs", "2", "--batch-size", "8", "--seed", "3",
+            "--features-x", "40", "--method", "sgd", "--epochs", "2", "--batch-size", "8", "--seed", "3",
             "--precondition", "8", "--reweight", "3"]  # fmt: skip
     proc = run(*args, "--checkpoint", workdir / "fit.ckpt", "--out", workdir / "rff.rffor")
     assert proc.returncode == 0, proc.stderr
@@ -341,13 +341,17 @@ def test_debug_shows_the_traceback(tmp_path):
 
 def test_demo_quick(tmp_path):
     out = tmp_path / "demo-out"
-    t0 = time.perf_counter()
-    proc = run("demo", "--quick", "--out", out, timeout=120)
-    elapsed = time.perf_counter() - t0
+    proc = run("demo", "--quick", "--out", out, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert elapsed < 90
     text = proc.stdout
     assert "test MSE" in text and "square" in text and "huber2" in text
+    # the table's point: on clean test curves the Huber model trained with 20% outliers beats the square one by
+    # far, and approaches the square loss trained without them
+    rows = [re.split(r"\s{2,}", line.strip()) for line in text.splitlines() if line.startswith(("square", "huber2"))]
+    nmse = {row[0]: float(row[2]) for row in rows}  # columns: model, test MSE, NMSE, ...
+    huber = next(v for k, v in nmse.items() if k.startswith("huber2"))
+    assert huber < 0.3 * nmse["square"], nmse
+    assert huber < 10 * nmse["square, no outliers"], nmse
     for name in ("curves.png", "training.png", "data.png", "square.rffor", "huber2.rffor"):
         assert (out / name).exists(), name
         assert (out / name).stat().st_size > 1000

@@ -279,13 +279,25 @@ def test_clone_get_params_and_set_params():
     assert c.lam == 0.5 and est.lam == 1e-3 and isinstance(est.loss, Huber)
 
 
-def test_grid_search_cv_runs(small_curves):
+def test_grid_search_cv_picks_what_a_direct_evaluation_picks(small_curves):
+    """GridSearchCV over λ and the loss: its fold scores are the R² of separate fits on the same folds, and its
+    choice is the candidate with the best mean of those (computed here without scikit-learn's search)."""
+    from sklearn.model_selection import KFold
+
     d = small_curves
     grid = {"lam": [1e-4, 1e-2], "loss": [Square(), Huber(0.1, p=2)]}
-    search = GridSearchCV(FunctionalRegressor(kernel_x=Gaussian(1 / 20)), grid, cv=3)
+    folds = KFold(3)
+    search = GridSearchCV(FunctionalRegressor(kernel_x=Gaussian(1 / 20)), grid, cv=folds)
     search.fit(d.X_train, d.Y_train_outliers)
-    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
-    assert search.best_params_["lam"] in grid["lam"]
+    direct = []
+    for params in search.cv_results_["params"]:
+        scores = []
+        for tr, va in folds.split(d.X_train):
+            est = FunctionalRegressor(kernel_x=Gaussian(1 / 20), **params).fit(d.X_train[tr], d.Y_train_outliers[tr])
+            scores.append(est.score(d.X_train[va], d.Y_train_outliers[va]))
+        direct.append(np.mean(scores))
+    np.testing.assert_allclose(search.cv_results_["mean_test_score"], direct, rtol=1e-10)
+    assert search.best_params_ == search.cv_results_["params"][int(np.argmax(direct))]
     assert search.best_estimator_.predict(d.X_test).shape == d.Y_test.shape
     scores = cross_val_score(FunctionalRegressor(Huber(0.1, p=1), lam=1e-3), d.X_train, d.Y_train, cv=2)
     assert scores.shape == (2,) and np.all(np.isfinite(scores))

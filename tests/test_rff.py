@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import pickle
 
 import numpy as np
@@ -608,7 +607,7 @@ def test_estimator_rff_1d_output_and_clone(synth):
     est.fit(synth.X_train, synth.Y_train[:, 3])
     assert est.predict(synth.X_test).shape == (100,)
     assert not hasattr(clone(est), "coef_")
-    assert math.isfinite(est.score(synth.X_test, synth.Y_test[:, 3]))
+    assert est.score(synth.X_test, synth.Y_test[:, 3]) > 0.5  # a model predicting zeros scores about 0
 
 
 def test_feature_sums_missing_count(synth):
