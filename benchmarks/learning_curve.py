@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import shutil
 import sys
@@ -294,7 +295,18 @@ def main(argv=None) -> int:
     parser.add_argument("--store-n", type=int, default=0, help="also fit n rows from a Zarr store (0: no)")
     parser.add_argument("--store-dir", type=Path, default=None)
     parser.add_argument("--n-test", type=int, default=2000)
+    parser.add_argument("--report-only", type=Path, default=None,
+                        help="rebuild the README block and figure from this results JSON (no fitting)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.report_only is not None:
+        saved = json.loads(args.report_only.read_text())
+        fig = figure_path("learning_curve", False)
+        plot(saved["records"], fig)
+        text = report(saved["records"], args, saved["info"], fig, saved.get("argv"))
+        if not args.no_readme:
+            write_section("learning_curve", text, args.readme)
+        print(text)
+        return 0
     limit_blas_threads(args.threads)
     if args.quick:
         args.ns, args.clean_ns, args.exact_ns, args.n_test, args.n_centres = [3000, 10_000], [10_000], [500], 300, 300
@@ -365,7 +377,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def report(records, args, info, fig) -> str:
+def report(records, args, info, fig, argv=None) -> str:
     get = {(r["method"], r["data"], r["n"]): r for r in records}
     rows = []
     for n in sorted({r["n"] for r in records if r["data"] == "corrupted"}):
@@ -385,12 +397,15 @@ def report(records, args, info, fig) -> str:
                       fmt(f["nmse"] / b["nmse"], 3), f"{fmt(f['seconds'])} / {fmt(b['seconds'])}",
                       fmt(f["seconds"] / b["seconds"], 3), fmt(b["seconds_final"]),
                       fmt(f["seconds"] / b["seconds_final"], 3)])  # fmt: skip
-    edges = [f"{r['method']} {r['data']} n={r['n']:,}" for r in records if r.get("at_edge")]
+    edges = [f"{r['method']} {r['data']} n={r['n']:,} (λ or α)" for r in records if r.get("at_edge")]
+    kappas = sorted(float(k) for k in args.kappas)
+    edges += [f"{r['method']} n={r['n']:,} (κ = {r['kappa']:g})" for r in records
+              if r.get("kappa") is not None and len(kappas) > 1 and r["kappa"] in (kappas[0], kappas[-1])]  # fmt: skip
     return "\n".join(
         [
             "### Learning curve: more data, better model",
             "",
-            provenance(info, load_end=os.getloadavg()),
+            provenance(info, argv, load_end=None if argv else os.getloadavg()),
             "",
             f"Nonlinear synthetic curves (MATH.md §7, m = 100, d = 100), {OUTLIERS:.0%} Type 2 outliers in training, "
             f"{args.n_test} clean test curves; γ_X = {GAMMA_X:g}, γ_Θ = {GAMMA_THETA:g}. Every hyperparameter selected "

@@ -248,24 +248,10 @@ def test_huber_beats_square_on_clean_test_data_with_type2_outliers(nonlinear, ma
 # scikit-learn contract
 # ----------------------------------------------------------------------------------------------------------------
 
-EXPECTED_FAILED_CHECKS = {
-    "check_fit1d": "a 1-D X is read as n samples of one feature (rffor._validation.check_X), not refused",
-    "check_n_features_in_after_fitting": "score's target argument is named Y (DESIGN.md API) and the check calls "
-    "score(X, y=y); predict's feature-count check is tested in test_bad_predict_inputs_raise",
-}
-
-
-def expected_failed_checks(est):
-    failed = dict(EXPECTED_FAILED_CHECKS)
-    if est.loss is None or isinstance(est.loss, Square):
-        failed["check_non_transformer_estimators_n_iter"] = "the square loss is solved in closed form: n_iter_ = 0"
-    return failed
-
 
 @parametrize_with_checks(
-    [FunctionalRegressor(lam=1e-2), FunctionalRegressor(Huber(0.5, p=2), lam=1e-2, solver="apgd", tol=1e-5)],
-    expected_failed_checks=expected_failed_checks,
-)
+    [FunctionalRegressor(lam=1e-2), FunctionalRegressor(Huber(0.5, p=2), lam=1e-2, solver="apgd", tol=1e-5)]
+)  # no expected failures (issue 11 §4); tests/test_sklearn_contract.py runs check_estimator for rff too
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 
