@@ -7,6 +7,11 @@ session-scoped and must not be modified by the tests that use them (copy first).
 from __future__ import annotations
 
 import math
+import os
+
+# scikit-learn's estimator checks include an array-API check that only runs when SciPy's array-API mode is on
+# (read when SciPy is first imported, hence before the imports below): on, so that no check is skipped in CI
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
 
 import numpy as np
 import pytest
