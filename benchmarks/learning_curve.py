@@ -303,6 +303,8 @@ def main(argv=None) -> int:
         fig = figure_path("learning_curve", False)
         plot(saved["records"], fig)
         text = report(saved["records"], args, saved["info"], fig, saved.get("argv"))
+        if saved.get("notes"):  # what happened to the run, written into its results file by hand
+            text += "\n\n" + saved["notes"]
         if not args.no_readme:
             write_section("learning_curve", text, args.readme)
         print(text)
