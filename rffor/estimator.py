@@ -15,7 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_theta, check_X, check_Y, fill_missing
 from .io import json_value
-from .kernels import Gaussian, Kernel
+from .kernels import MEDIAN_HEURISTIC_ROWS, Gaussian, Kernel, median_heuristic
 from .losses import Loss, Square
 from .solvers import EXACT_SOLVERS, solver_default
 from .solvers.dual import DualProblem, full_certificate
@@ -49,14 +49,22 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         ``Square()``, ``Huber(kappa, p)`` with p in {1, 2}, ``EpsilonInsensitive(epsilon, p)`` with p in {2, inf}
         (MATH.md §2; κ and ε are in the units of the outputs).
     kernel_x : Kernel, default None
-        Input kernel k_X; None means ``Gaussian(gamma=1/d)``.
+        Input kernel k_X; None means the Gaussian kernel of the median heuristic,
+        ``γ = 1 / (2 median_ij ‖x_i − x_j‖²)`` over up to 1000 training rows (:func:`rffor.kernels.median_heuristic`:
+        evenly spaced rows for the exact solvers, rows drawn with ``random_state`` for rff), so that inputs in any
+        units are neither over- nor under-smoothed; the kernel used is ``kernel_x_``.
     kernel_theta : Kernel, default None
         Output kernel k_Θ on the grid; None means ``Gaussian(gamma=100/(θ_max − θ_min)²)``.
     lam : float or "auto", default 1e-4
-        Regularisation λ > 0 of (P). "auto" (random-feature solver): chosen on held-out rows from a grid fitted in
-        shared passes (:mod:`rffor.solvers.lam_path`; the median over held-out curves of their MSE for a robust
-        loss, the mean for the square loss; a grid edge is extended), then fitted on all rows; the choice is
-        ``lam_``. For the exact solvers use :class:`rffor.model_selection.FunctionalRegressorCV`.
+        Regularisation λ > 0 of (P). "auto" (random-feature solver): chosen on one held-out curve in ten
+        (:mod:`rffor.solvers.selection`: a grid of closed forms, then a walk past its best value, every candidate
+        fitted where the data is; scored by the median over held-out curves of their MSE for a robust loss, the
+        mean for the square loss), then fitted on all rows; the choice is ``lam_``, the candidates ``lam_path_``.
+        For the exact solvers use :class:`rffor.model_selection.FunctionalRegressorCV`.
+    loss_params : None, "auto" or sequence of float, default None
+        With ``lam="auto"``: also choose the loss's κ (Huber) or ε (ε-insensitive) on the same held-out curves,
+        walking from the loss's own value ("auto": by half decades; a sequence: along its values, continued past
+        its ends); the chosen loss is ``loss_``.
     solver : {"auto", "admm", "apgd", "rff"}, default "auto"
         "admm" and "apgd" solve the exact dual (MATH.md §3.1b, §3.1); "rff" the random-feature model (§5).
         "auto" picks "admm" for in-memory data with n <= 5000 curves and "rff" otherwise (or for a Dataset).
@@ -88,8 +96,9 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         rff: exact factor of K_Θ (operator RFF, rank by ``output_rank_tol``) or random output features.
     n_features_theta : int or None, default None
         rff with ``output_features="rff"``: D_θ (default 200).
-    output_rank_tol : float, default 1e-10
-        rff exact output factor: keep eigenpairs of K_Θ with t_j > tol · t_max.
+    output_rank_tol : float, default 1e-15
+        rff exact output factor: keep eigenpairs of K_Θ with t_j > tol · t_max
+        (:data:`rffor.features.DEFAULT_OUTPUT_RANK_TOL` says why so low).
     batch_size : int, default 256
         rff: curves per stochastic step.
     n_epochs : float, default 10
@@ -164,6 +173,13 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         problem, which equals (P) only when r = m) or per round (rff).
     theta_ : ndarray of shape (m,)
         Training grid.
+    loss_ : Loss
+        The loss of the fitted model (with its selected κ or ε when ``loss_params`` is set).
+    lam_ : float
+        rff: the λ of the model (the selected one with ``lam="auto"``).
+    lam_path_ : dict or None
+        rff with ``lam="auto"``: every candidate of the selection (λ, κ/ε, held-out score, objective, passes) and
+        the walks made (:meth:`rffor.solvers.selection.Selection.to_dict`).
     n_features_in_ : int
 
     Examples
@@ -182,6 +198,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         "kernel_x": [Kernel, None],
         "kernel_theta": [Kernel, None],
         "lam": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "loss_params": [StrOptions({"auto"}), "array-like", None],
         "solver": [StrOptions({"auto", "rff", *EXACT_SOLVERS})],
         "representation": [StrOptions({"splines", "eigen"})],
         "n_eig": [Interval(numbers.Integral, 1, None, closed="left"), None],
@@ -220,6 +237,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         kernel_x=None,
         kernel_theta=None,
         lam=1e-4,
+        loss_params=None,
         solver="auto",
         representation="splines",
         n_eig=None,
@@ -254,6 +272,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.kernel_x = kernel_x
         self.kernel_theta = kernel_theta
         self.lam = lam
+        self.loss_params = loss_params
         self.solver = solver
         self.representation = representation
         self.n_eig = n_eig
@@ -288,8 +307,17 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
     def _loss(self) -> Loss:
         return Square() if self.loss is None else self.loss
 
-    def _kernels(self, d: int, theta: np.ndarray) -> tuple[Kernel, Kernel]:
-        kx = self.kernel_x if self.kernel_x is not None else Gaussian(gamma=1.0 / d)
+    def _kernels(self, X: np.ndarray | None, theta: np.ndarray) -> tuple[Kernel | None, Kernel]:
+        """k_X and k_Θ of a fit. With ``kernel_x=None``, k_X is the median heuristic's on up to
+        :data:`~rffor.kernels.MEDIAN_HEURISTIC_ROWS` evenly spaced rows of X, or None when X is None (the
+        random-feature fit then draws the rows where the data is)."""
+        if self.kernel_x is not None:
+            kx = self.kernel_x
+        elif X is None:
+            kx = None
+        else:
+            rows = np.linspace(0, X.shape[0] - 1, min(X.shape[0], MEDIAN_HEURISTIC_ROWS)).astype(int)
+            kx = median_heuristic(X[np.unique(rows)])
         if self.kernel_theta is not None:
             kt = self.kernel_theta
         else:
@@ -338,7 +366,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             self.theta_ = theta
             self.n_features_in_ = X.d
             self._y_1d = False
-            self.kernel_x_, self.kernel_theta_ = self._kernels(X.d, theta)
+            self.kernel_x_, self.kernel_theta_ = self._kernels(None, theta)
             self.loss_ = self._loss()
             return self._fit_rff(X, theta)
         if y is None:
@@ -353,9 +381,9 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         theta = check_theta(theta, Y.shape[1])
         self.theta_ = theta
         self.n_features_in_ = X.shape[1]
-        self.kernel_x_, self.kernel_theta_ = self._kernels(X.shape[1], theta)
         self.loss_ = self._loss()
         self.solver_ = self._resolve_solver(X.shape[0], False)
+        self.kernel_x_, self.kernel_theta_ = self._kernels(X if self.solver_ != "rff" else None, theta)
         if isinstance(self.lam, str) and self.solver_ != "rff":
             raise ValueError(
                 f"lam='auto' selects λ on the random-feature path (solver='rff'); solver={self.solver_!r} needs a "
@@ -435,6 +463,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             kernel_x=self.kernel_x_,
             kernel_theta=self.kernel_theta_,
             lam=self.lam,
+            loss_params=self.loss_params,
             n_features_x=self.n_features_x,
             input_features=self.input_features,
             output_features=self.output_features,
@@ -469,6 +498,8 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.rff_history_ = result.history
         self.rff_method_ = result.method
         self.lam_ = float(result.lam)
+        self.loss_ = result.loss
+        self.kernel_x_ = result.kernel_x
         self.lam_path_ = None if result.path is None else result.path.to_dict()
         self._Phi_theta_grid = result.output_features.transform(theta)
         return self

@@ -13,7 +13,18 @@ from scipy.spatial.distance import cdist
 
 from ._validation import check_real
 
-__all__ = ["Kernel", "Gaussian", "Laplacian", "as_2d_points", "kernel_from_spec", "kernel_to_spec"]
+__all__ = [
+    "Kernel",
+    "Gaussian",
+    "Laplacian",
+    "as_2d_points",
+    "median_heuristic",
+    "kernel_from_spec",
+    "kernel_to_spec",
+]
+
+#: rows of the sample :func:`median_heuristic` uses (about 500,000 pairs)
+MEDIAN_HEURISTIC_ROWS = 1000
 
 
 def as_2d_points(A: np.ndarray, name: str = "A") -> np.ndarray:
@@ -103,6 +114,38 @@ class Laplacian(Kernel):
         g = rng.standard_normal((dim, n_frequencies))
         w = rng.standard_normal(n_frequencies)
         return self.gamma * g / np.abs(w)
+
+
+def median_heuristic(X: np.ndarray) -> Gaussian:
+    """The Gaussian kernel of the median heuristic: ``γ = 1 / (2 σ²)`` with σ² the median of the squared distances
+    between the rows of X (Schölkopf & Smola 2002; Garreau, Jitkrittum & Kanagawa 2017), so that a typical pair of
+    inputs has ``k(x, z) = exp(−1/2)``, whatever the units of the inputs.
+
+    Parameters
+    ----------
+    X : array-like of shape (n, d)
+        The inputs, or a sample of them (the fits pass :data:`MEDIAN_HEURISTIC_ROWS` rows at most).
+
+    Returns
+    -------
+    Gaussian
+
+    Raises
+    ------
+    ValueError
+        Fewer than two distinct rows (no scale to read).
+    """
+    from scipy.spatial.distance import pdist
+
+    X = as_2d_points(np.asarray(X, dtype=np.float64), "X")
+    d2 = pdist(X, "sqeuclidean") if X.shape[0] > 1 else np.zeros(0)
+    positive = d2[d2 > 0]
+    if positive.size == 0:
+        raise ValueError(
+            f"the median heuristic needs at least two distinct input rows to set the kernel's scale, got "
+            f"n_samples = {X.shape[0]} with {'no two' if X.shape[0] > 1 else 'no pair of'} distinct rows; pass kernel_x"
+        )
+    return Gaussian(gamma=float(1.0 / (2.0 * np.median(positive))))
 
 
 _KERNELS = {"gaussian": Gaussian, "laplacian": Laplacian}

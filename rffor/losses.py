@@ -14,6 +14,7 @@ A solver asks only for these methods; the estimator never looks at which loss it
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -78,6 +79,18 @@ class Loss:
         """Whether this loss is the square loss ½‖·‖² (also Huber with κ = ∞ and ε-insensitive with ε = 0, MATH.md
         §2), so that (P) has a closed form (MATH.md §3.1, §5)."""
         return False
+
+    @property
+    def param_name(self) -> str | None:
+        """The name of the loss's own hyperparameter that model selection may choose (``"kappa"``, ``"epsilon"``),
+        or None."""
+        return None
+
+    def with_param(self, value: float) -> Loss:
+        """The same loss with its hyperparameter :attr:`param_name` set to ``value``."""
+        if self.param_name is None:
+            raise ValueError(f"{self!r} has no hyperparameter to set")
+        return dataclasses.replace(self, **{self.param_name: float(value)})
 
     # ----------------------------------------------------------------- primal
     def curve_values(self, R: np.ndarray) -> np.ndarray:
@@ -225,6 +238,10 @@ class Huber(Loss):
     def is_square(self) -> bool:
         return math.isinf(self.kappa)
 
+    @property
+    def param_name(self) -> str:
+        return "kappa"
+
     def irls_weights(self, R):
         """``w_i = <∇L(r_i), r_i> / <∇½‖r_i‖², r_i>`` (MATH.md §5 gradients): ``min(1, κ/‖r_i‖)`` for H_κ^2 (a
         majoriser: reweighted closed forms decrease the objective monotonically) and, for H_κ^1, a curve's average
@@ -294,6 +311,10 @@ class EpsilonInsensitive(Loss):
     @property
     def is_square(self) -> bool:
         return self.epsilon == 0
+
+    @property
+    def param_name(self) -> str:
+        return "epsilon"
 
     def curve_values(self, R):
         R0, mask, counts = _observed(R)

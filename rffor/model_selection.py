@@ -7,19 +7,20 @@ the duals (D_s) of every λ and every loss parameter share them (MATH.md §3.1: 
 previous λ's dual solution. A candidate's fold score is the **median** over the fold's validation curves of their
 MSE for a robust loss (paper 000 §5.1: outlying validation curves do not reward fitting outliers), the mean for the
 square loss; the candidate with the lowest mean fold score wins, and a λ at an end of the grid extends the grid by
-two decades in that direction (at most ``max_extensions`` times). The winner is refitted on all rows.
+two decades in that direction, a loss parameter at an end of its grid by one more value (at most ``max_extensions``
+times). The winner is refitted on all rows.
 
 For the random-feature solver, use ``FunctionalRegressor(solver="rff", lam="auto")``: the same rule on one held-out
-split, with every λ fitted in the same passes over the data (:mod:`rffor.solvers.lam_path`).
+split, with every λ fitted in the same passes over the data (:mod:`rffor.solvers.selection`).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import numbers
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.model_selection import KFold
+from sklearn.model_selection import KFold, check_cv
 from sklearn.utils.validation import check_is_fitted
 
 from ._linalg import eigh_psd
@@ -29,6 +30,7 @@ from .losses import Loss, Square
 from .metrics import curve_mse
 from .solvers import EXACT_SOLVERS, solver_default
 from .solvers.dual import DualProblem
+from .solvers.selection import PARAM_RATIO
 
 __all__ = ["FunctionalRegressorCV", "DEFAULT_CV_LAMS"]
 
@@ -37,24 +39,27 @@ DEFAULT_CV_LAMS = tuple(10.0**-k for k in range(2, 10))
 
 
 class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
-    """FunctionalRegressor with λ (and the loss's κ or ε) chosen by K-fold cross-validation (module docstring).
+    """FunctionalRegressor with λ (and the loss's κ or ε) chosen by cross-validation (module docstring).
 
     Parameters
     ----------
     loss : Loss, default Square()
     lams : sequence of float, optional
-        λ grid (default :data:`DEFAULT_CV_LAMS`, 1e-2 … 1e-9).
-    loss_params : sequence of float, optional
-        Values of the loss's parameter (κ for Huber, ε for ε-insensitive: the loss's ``kappa`` or ``epsilon``
-        field); default: the loss's own value only.
-    cv : int, default 5
-        Folds (shuffled ``KFold`` with ``random_state``).
+        λ grid (default :data:`DEFAULT_CV_LAMS`, 1e-2 … 1e-9), extended by two decades past a winning end.
+    loss_params : None, "auto" or sequence of float, optional
+        Values of the loss's parameter (κ for Huber, ε for ε-insensitive: :attr:`rffor.losses.Loss.param_name`),
+        extended by the ratio of its two end values past a winning end; "auto": the loss's own value and its
+        neighbours half a decade away. None: the loss's own value only.
+    cv : int, cross-validation splitter or iterable of (train, test) index arrays, default 5
+        An int is a shuffled ``KFold`` with ``random_state``; anything else as scikit-learn's ``check_cv`` takes
+        it (e.g. ``PredefinedSplit`` for one held-out set).
     kernel_x, kernel_theta : Kernel, optional
-        As in :class:`~rffor.FunctionalRegressor`.
+        As in :class:`~rffor.FunctionalRegressor` (None: the median heuristic's k_X on the training rows).
     solver : {"admm", "apgd"}, default "admm"
     tol : float, default 1e-6
     max_iter : int or None
     max_extensions : int, default 3
+        Extensions of each grid past a winning end, at most (then the edge is accepted and ``at_edge_`` says so).
     random_state : int, default 0
 
     Attributes
@@ -63,9 +68,11 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
     loss_ : Loss
         The selected loss (with its selected parameter).
     cv_results_ : dict
-        ``"lam"`` (K,), ``"loss_param"`` (K,), ``"mean_score"`` (K,), ``"fold_scores"`` (K, cv): every candidate.
+        ``"lam"`` (K,), ``"loss_param"`` (K,), ``"mean_score"`` (K,), ``"fold_scores"`` (K, folds): every candidate.
     extensions_ : list of str
         Grid extensions made.
+    at_edge_ : bool
+        Whether the selected λ or loss parameter is still an end of its (extended) grid.
     best_estimator_ : FunctionalRegressor
         Refitted on all rows.
     """
@@ -76,7 +83,7 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
         *,
         lams=None,
         loss_params=None,
-        cv: int = 5,
+        cv=5,
         kernel_x=None,
         kernel_theta=None,
         solver: str = "admm",
@@ -97,20 +104,28 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
         self.max_extensions = max_extensions
         self.random_state = random_state
 
-    def _estimator(self, loss: Loss, lam: float) -> FunctionalRegressor:
+    def _estimator(self, loss: Loss, lam: float, kernel_x=None) -> FunctionalRegressor:
         return FunctionalRegressor(
-            loss, kernel_x=self.kernel_x, kernel_theta=self.kernel_theta, lam=lam, solver=self.solver, tol=self.tol,
-            max_iter=self.max_iter,
+            loss, kernel_x=kernel_x if kernel_x is not None else self.kernel_x, kernel_theta=self.kernel_theta,
+            lam=lam, solver=self.solver, tol=self.tol, max_iter=self.max_iter,
         )  # fmt: skip
 
-    def _losses(self) -> list[Loss]:
-        loss = Square() if self.loss is None else self.loss
+    def _params(self, loss: Loss) -> list[float | None]:
         if self.loss_params is None:
-            return [loss]
-        field = next((f for f in ("kappa", "epsilon") if hasattr(loss, f)), None)
-        if field is None:
+            return [None]
+        if loss.param_name is None:
             raise ValueError(f"loss_params: {loss!r} has no kappa or epsilon to choose")
-        return [dataclasses.replace(loss, **{field: float(v)}) for v in self.loss_params]
+        if isinstance(self.loss_params, str):
+            if self.loss_params != "auto":
+                raise ValueError(f"loss_params must be None, 'auto' or a sequence of values, got {self.loss_params!r}")
+            v = float(getattr(loss, loss.param_name))
+            return [v / PARAM_RATIO, v, v * PARAM_RATIO]
+        return sorted({float(v) for v in self.loss_params})
+
+    def _splits(self, X) -> list:
+        if isinstance(self.cv, numbers.Integral) and not isinstance(self.cv, bool):
+            return list(KFold(int(self.cv), shuffle=True, random_state=self.random_state).split(X))
+        return list(check_cv(self.cv).split(X))
 
     def fit(self, X, y, theta=None):
         """Choose (λ, loss parameter) by cross-validation and refit on all rows.
@@ -133,50 +148,74 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
         X = check_X(X)
         Y = check_Y(y, n_samples=X.shape[0], name="y")
         theta = check_theta(theta, Y.shape[1])
-        losses = self._losses()
-        base = self._estimator(losses[0], 1.0)
-        kx, kt = base._kernels(X.shape[1], theta)
+        base_loss = Square() if self.loss is None else self.loss
+        params = self._params(base_loss)
+        kx, kt = self._estimator(base_loss, 1.0)._kernels(X, theta)
         lams = sorted({float(v) for v in (DEFAULT_CV_LAMS if self.lams is None else self.lams)}, reverse=True)
-        folds = list(KFold(int(self.cv), shuffle=True, random_state=self.random_state).split(X))
+        folds = self._splits(X)
         K_t = kt.gram(theta)
         eig_t = eigh_psd(K_t)
         per_fold = []
         for tr, va in folds:
             K_tr = kx.gram(X[tr])
-            per_fold.append((tr, va, K_tr, eigh_psd(K_tr), kx.gram(X[va], X[tr]), fill_missing(Y[tr], theta)))
-        table: dict[tuple[int, float], list[float]] = {}
+            per_fold.append((va, K_tr, eigh_psd(K_tr), kx.gram(X[va], X[tr]), fill_missing(Y[tr], theta)))
+        table: dict[tuple[float | None, float], list[float]] = {}
         extensions: list[str] = []
-        todo = lams
+        todo = {(p, lam) for p in params for lam in lams}
         for ext in range(int(self.max_extensions) + 1):
-            for j, loss in enumerate(losses):
-                for _, va, K_tr, eig_x, K_va, Y_tr in per_fold:
-                    warm = True
-                    for lam in sorted(todo, reverse=True):
-                        problem = DualProblem.splines(K_tr, K_t, Y_tr, lam, loss, eig_x=eig_x, eig_theta=eig_t)
-                        res = self._solve(problem, warm)
-                        warm = res.coef if not loss.is_square else True
-                        E = curve_mse(Y[va], K_va @ (res.coef * problem.c) @ K_t)
-                        table.setdefault((j, lam), []).append(float(np.mean(E) if loss.is_square else np.median(E)))
-            keys = sorted(table)
-            best = min(keys, key=lambda k: np.mean(table[k]))
-            grid = sorted({lam for (_, lam) in table})
-            if grid.index(best[1]) not in (0, len(grid) - 1) or ext == self.max_extensions:
+            self._evaluate(todo, base_loss, per_fold, K_t, eig_t, Y, table)
+            best = min(table, key=lambda k: np.mean(table[k]))
+            grid_l = sorted({lam for (_, lam) in table})
+            grid_p = sorted({p for (p, _) in table}, key=lambda v: -np.inf if v is None else v)
+            todo, said = set(), []
+            i = grid_l.index(best[1])
+            if i in (0, len(grid_l) - 1) and len(grid_l) > 1:
+                new = [grid_l[0] / 10, grid_l[0] / 100] if i == 0 else [grid_l[-1] * 10, grid_l[-1] * 100]
+                todo |= {(p, lam) for p in grid_p for lam in new}
+                said.append("λ " + ("down" if i == 0 else "up") + ": " + ", ".join(f"{v:.0e}" for v in new))
+            j = grid_p.index(best[0])
+            if len(grid_p) > 1 and j in (0, len(grid_p) - 1):
+                ratio = grid_p[1] / grid_p[0] if j == 0 else grid_p[-1] / grid_p[-2]
+                new_p = grid_p[0] / ratio if j == 0 else grid_p[-1] * ratio
+                todo |= {(new_p, lam) for lam in grid_l + [lam for (_, lam) in todo]}
+                said.append(f"{base_loss.param_name} {'down' if j == 0 else 'up'}: {new_p:.3g}")
+            if not todo or ext == self.max_extensions:
                 break
-            todo = [grid[0] / 10, grid[0] / 100] if grid.index(best[1]) == 0 else [grid[-1] * 10, grid[-1] * 100]
-            extensions.append(("down: " if todo[0] < grid[0] else "up: ") + ", ".join(f"{v:.0e}" for v in todo))
-        keys = sorted(table, key=lambda k: (k[0], -k[1]))
-        field = next((f for f in ("kappa", "epsilon") if hasattr(losses[0], f)), None)
+            extensions.append("; ".join(said))
+        keys = sorted(table, key=lambda k: (-np.inf if k[0] is None else k[0], -k[1]))
         self.cv_results_ = {
             "lam": np.array([k[1] for k in keys]),
-            "loss_param": np.array([getattr(losses[k[0]], field) if field else np.nan for k in keys]),
+            "loss_param": np.array([np.nan if k[0] is None else k[0] for k in keys]),
             "mean_score": np.array([np.mean(table[k]) for k in keys]),
             "fold_scores": np.array([table[k] for k in keys]),
         }
+        grid_l = sorted({lam for (_, lam) in table})
+        grid_p = sorted({p for (p, _) in table}, key=lambda v: -np.inf if v is None else v)
         self.extensions_ = extensions
-        self.lam_, self.loss_ = best[1], losses[best[0]]
-        self.best_estimator_ = self._estimator(self.loss_, self.lam_).fit(X, Y, theta=theta)
+        self.at_edge_ = bool(
+            (len(grid_l) > 1 and grid_l.index(best[1]) in (0, len(grid_l) - 1))
+            or (len(grid_p) > 1 and grid_p.index(best[0]) in (0, len(grid_p) - 1))
+        )
+        self.lam_ = best[1]
+        self.loss_ = base_loss if best[0] is None else base_loss.with_param(best[0])
+        self.best_estimator_ = self._estimator(self.loss_, self.lam_, kernel_x=kx).fit(X, Y, theta=theta)
         self.n_features_in_ = X.shape[1]
         return self
+
+    def _evaluate(self, todo, base_loss, per_fold, K_t, eig_t, Y, table) -> None:
+        """Fold scores of the candidates ``todo`` ((param, λ) pairs) into ``table``: per loss parameter and fold,
+        the λ values from the largest down, each solve warm-started at the previous one's dual solution."""
+        for p in sorted({p for p, _ in todo}, key=lambda v: -np.inf if v is None else v):
+            loss = base_loss if p is None else base_loss.with_param(p)
+            lams = sorted({lam for q, lam in todo if q == p}, reverse=True)
+            for va, K_tr, eig_x, K_va, Y_tr in per_fold:
+                warm = True
+                for lam in lams:
+                    problem = DualProblem.splines(K_tr, K_t, Y_tr, lam, loss, eig_x=eig_x, eig_theta=eig_t)
+                    res = self._solve(problem, warm)
+                    warm = res.coef if not loss.is_square else True
+                    E = curve_mse(Y[va], K_va @ (res.coef * problem.c) @ K_t)
+                    table.setdefault((p, lam), []).append(float(np.mean(E) if loss.is_square else np.median(E)))
 
     def _solve(self, problem, warm):
         solve = EXACT_SOLVERS[self.solver]

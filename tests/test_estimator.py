@@ -19,7 +19,7 @@ import rffor.estimator as estimator_module
 from rffor import FunctionalRegressor
 from rffor._validation import fill_missing
 from rffor.datasets import add_outliers, make_synthetic
-from rffor.kernels import Gaussian, Kernel, Laplacian
+from rffor.kernels import Gaussian, Kernel, Laplacian, median_heuristic
 from rffor.losses import EpsilonInsensitive, Huber, Square
 
 pytestmark = pytest.mark.usefixtures("single_blas_thread")
@@ -291,14 +291,15 @@ def test_grid_search_cv_picks_what_a_direct_evaluation_picks(small_curves):
 
 def test_pipeline(small_curves):
     d = small_curves
-    pipe = make_pipeline(StandardScaler(), FunctionalRegressor(Huber(0.1, p=2), lam=1e-3))
+    # the default k_X is the median heuristic's on the scaled inputs (γ ≈ 0.014 here), with λ of its own scale
+    pipe = make_pipeline(StandardScaler(), FunctionalRegressor(Huber(0.1, p=2), lam=1e-4))
     pipe.fit(d.X_train, d.Y_train_outliers, functionalregressor__theta=d.theta)
     assert pipe.predict(d.X_test).shape == d.Y_test.shape
     assert pipe.predict(d.X_test, theta=[0.25, 0.5]).shape == (len(d.X_test), 2)
     assert pipe.score(d.X_test, d.Y_test) > 0.5
     # the same as scaling by hand
     scaler = StandardScaler().fit(d.X_train)
-    alone = FunctionalRegressor(Huber(0.1, p=2), lam=1e-3).fit(scaler.transform(d.X_train), d.Y_train_outliers)
+    alone = FunctionalRegressor(Huber(0.1, p=2), lam=1e-4).fit(scaler.transform(d.X_train), d.Y_train_outliers)
     np.testing.assert_allclose(pipe.predict(d.X_test), alone.predict(scaler.transform(d.X_test)), atol=1e-12)
 
 
@@ -334,7 +335,7 @@ def test_defaults_and_fitted_attributes(tiny_curves):
     d = tiny_curves
     est = FunctionalRegressor().fit(d.X_train, d.Y_train)
     assert isinstance(est.loss_, Square) and est.solver_ == "admm"
-    assert est.kernel_x_ == Gaussian(1 / d.X_train.shape[1]) and est.kernel_theta_ == Gaussian(100.0)
+    assert est.kernel_x_ == median_heuristic(d.X_train) and est.kernel_theta_ == Gaussian(100.0)
     np.testing.assert_array_equal(est.theta_, np.linspace(0, 1, d.Y_train.shape[1]))
     assert est.n_features_in_ == d.X_train.shape[1]
     # kernel_theta's default scales with the span of the grid

@@ -155,8 +155,9 @@ def test_exact_factor_rank_and_tolerance():
     big = ExactOutputFactor(Gaussian(30.0), theta, tol=1e-12)
     assert small.n_features < big.n_features
     assert np.all(small.eigenvalues > 1e-6 * small.eigenvalues[0])
-    # MATH.md §5: rank 21 for γ_θ = 30 on 50 points at the default tolerance
-    assert ExactOutputFactor(Gaussian(30.0), theta).n_features in range(19, 24)
+    # MATH.md §5: rank 21 for γ_θ = 30 on 50 points at the tolerance of its measurement (1e-10; the default is
+    # lower now, rffor.features.DEFAULT_OUTPUT_RANK_TOL)
+    assert ExactOutputFactor(Gaussian(30.0), theta, tol=1e-10).n_features in range(19, 24)
 
 
 def test_exact_factor_nystrom_off_grid():
@@ -265,9 +266,10 @@ def test_nystrom_float32_blocks_and_rank():
     X = _points(300, 5, seed=2)
     f64 = NystromFeatures(Gaussian(0.3), X[:100])
     f32 = NystromFeatures(Gaussian(0.3), X[:100], dtype=np.float32)
-    assert f32.n_features <= f64.n_features <= 100  # float32 keeps fewer eigenpairs (tol 1e-6 against 1e-13)
+    assert f32.n_features == f64.n_features == 100  # every direction kept, floored at 1e-6 (float32) / 1e-14
+    above = f64.eigenvalues > 1e-6 * f64.eigenvalues[0]  # where the two floors do not bind, the same map
     ref = f64.transform(X)
-    np.testing.assert_allclose(f32.transform(X), ref[:, : f32.n_features], atol=2e-3 * np.abs(ref).max())
+    np.testing.assert_allclose(f32.transform(X)[:, above], ref[:, above], atol=2e-3 * np.abs(ref).max())
     out = np.empty((300, f64.n_features))
     got = f64.transform(X, out=out, work=np.empty((7, 100)))  # blocks of 7 rows
     assert got is out
@@ -276,8 +278,35 @@ def test_nystrom_float32_blocks_and_rank():
     assert np.array_equal(g.transform(X), ref)
     with pytest.raises(ValueError, match="columns"):
         f64.transform(X[:, :3])
-    with pytest.raises(ValueError, match="tol"):
-        NystromFeatures(Gaussian(0.3), X[:10], tol=1.5)
+    for bad in (1.5, 0.0):
+        with pytest.raises(ValueError, match="tol"):
+            NystromFeatures(Gaussian(0.3), X[:10], tol=bad)
+
+
+def test_nystrom_keeps_the_whole_span_of_the_centres():
+    """The floored map spans every k(c_j, ·), even where K_MM is numerically singular: least squares on the
+    features reproduces a function ``f = k(·, C) a`` to rounding, which a map dropping the eigenpairs below the
+    floor cannot (checked on the same data, so the test has teeth); duplicated centres give a zero feature, not
+    an error."""
+    rng = np.random.default_rng(4)
+    t = rng.uniform(size=(400, 1))
+    X = np.hstack([np.sin(3 * t), np.cos(2 * t), t**2])  # a curve in R^3: K_MM is nearly singular
+    kernel = Gaussian(0.5)
+    C = X[:60]
+    f = NystromFeatures(kernel, C)
+    s = np.linalg.eigvalsh(kernel.gram(C))
+    assert f.n_features == 60 and (s < 1e-13 * s.max()).sum() > 10  # many directions below the old cut
+    w, U = np.linalg.eigh(kernel.gram(C))
+    target = kernel.gram(X, C) @ U[:, w < 1e-13 * w.max()].sum(axis=1)  # a function along the smallest directions
+    P = f.transform(X)
+    fit = P @ np.linalg.lstsq(P, target, rcond=None)[0]
+    assert np.linalg.norm(fit - target) < 1e-3 * np.linalg.norm(target)
+    keep = f.eigenvalues > 1e-13 * f.eigenvalues[0]  # the truncating map of the earlier releases
+    Pt = P[:, keep]
+    truncated = Pt @ np.linalg.lstsq(Pt, target, rcond=None)[0]
+    assert np.linalg.norm(truncated - target) > 100 * np.linalg.norm(fit - target)
+    dup = NystromFeatures(kernel, np.vstack([C[:5], C[:5]]))
+    assert dup.n_features == 10 and np.all(np.isfinite(dup.transform(X)))
 
 
 def test_orthogonal_random_features_have_the_gaussian_law_and_a_lower_error():

@@ -117,3 +117,38 @@ def test_spectral_law_reproduces_the_kernel(name, cls):
     D = X[:, None, :] - X[None, :, :]
     mc = np.cos(D @ W).mean(-1)
     np.testing.assert_allclose(mc, ref_gram(name, gamma, X, X), atol=0.01)
+
+
+def test_median_heuristic_puts_the_typical_pair_at_exp_minus_half_in_any_units():
+    """γ = 1 / (2 median ‖x_i − x_j‖²): the median of k over the pairs is exp(−1/2), and scaling the inputs by c
+    divides γ by c² (the kernel sees the same pairs)."""
+    from scipy.spatial.distance import pdist
+
+    from rffor.kernels import median_heuristic
+
+    X = np.random.default_rng(0).standard_normal((302, 7)) * np.arange(1, 8)  # an odd number of pairs
+    k = median_heuristic(X)
+    assert isinstance(k, Gaussian)
+    assert np.median(np.exp(-k.gamma * pdist(X, "sqeuclidean"))) == pytest.approx(np.exp(-0.5), rel=1e-12)
+    assert median_heuristic(1000.0 * X).gamma == pytest.approx(k.gamma / 1e6, rel=1e-12)
+    with pytest.raises(ValueError, match="two distinct"):
+        median_heuristic(np.ones((5, 3)))
+
+
+@pytest.mark.parametrize("solver", ["admm", "rff"])
+def test_default_input_kernel_follows_the_units_of_the_inputs(solver):
+    """FunctionalRegressor() with kernel_x=None: inputs in other units (x 1000) give the same model (the median
+    heuristic rescales γ), where a fixed γ would smooth them to a constant."""
+    from rffor import FunctionalRegressor
+    from rffor.datasets import make_synthetic
+
+    d = make_synthetic(300, 50, m=20, nonlinear=True, random_state=0)
+    kw = dict(solver=solver, lam=1e-5, random_state=0, n_features_x=200)
+    a = FunctionalRegressor(**kw).fit(d.X_train, d.Y_train, theta=d.theta)
+    b = FunctionalRegressor(**kw).fit(1000.0 * d.X_train, d.Y_train, theta=d.theta)
+    assert b.kernel_x_.gamma == pytest.approx(a.kernel_x_.gamma / 1e6, rel=1e-9)
+    pa, pb = a.predict(d.X_test), b.predict(1000.0 * d.X_test)
+    np.testing.assert_allclose(pb, pa, atol=1e-3 * np.abs(pa).max())
+    assert a.score(d.X_test, d.Y_test) > 0.8
+    fixed = FunctionalRegressor(kernel_x=Gaussian(a.kernel_x_.gamma), **kw).fit(1000.0 * d.X_train, d.Y_train)
+    assert fixed.score(1000.0 * d.X_test, d.Y_test) < 0.5

@@ -65,3 +65,22 @@ def test_cv_refuses_what_it_cannot_choose(corrupted):
         FunctionalRegressorCV(solver="rff").fit(d.X_train, Y, d.theta)
     with pytest.raises(ValueError, match="loss_params"):
         FunctionalRegressorCV(Square(), loss_params=[0.1]).fit(d.X_train, Y, d.theta)
+
+
+def test_cv_extends_a_winning_loss_parameter_edge_and_takes_a_predefined_split(corrupted):
+    """κ grid {1, 3} on 15% outliers: the smallest κ wins, so the grid is extended down until an interior κ wins;
+    with a ``PredefinedSplit`` (one held-out set) the scores are those of a direct evaluation on that split."""
+    from sklearn.model_selection import PredefinedSplit
+
+    d, Y = corrupted
+    test_fold = np.where(np.arange(len(Y)) % 4 == 0, 0, -1)
+    split = PredefinedSplit(test_fold)
+    cv = FunctionalRegressorCV(Huber(1.0, 2), lams=[1e-2, 1e-3, 1e-4], loss_params=[1.0, 3.0], cv=split,
+                               tol=1e-10, **KW).fit(d.X_train, Y, d.theta)  # fmt: skip
+    kappas = sorted(set(cv.cv_results_["loss_param"]))
+    assert min(kappas) < 1.0 and any(e.startswith("kappa down") or "kappa down" in e for e in cv.extensions_)
+    assert not cv.at_edge_ and min(kappas) < cv.loss_.kappa < max(kappas)
+    folds = list(split.split(d.X_train))
+    res = cv.cv_results_
+    for lam, p, score in list(zip(res["lam"], res["loss_param"], res["mean_score"], strict=True))[::4]:
+        assert score == pytest.approx(_direct(d, Y, Huber(float(p), 2), lam, folds), rel=1e-4)

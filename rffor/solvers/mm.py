@@ -33,7 +33,7 @@ from .._linalg import eigh_psd, inner
 from ..losses import Loss
 from .closed_form import diagonal_sylvester
 
-__all__ = ["GradSums", "grad_task", "curve_errors_task", "SquareMetric", "mm_step", "MMRun"]
+__all__ = ["GradSums", "grad_task", "curve_errors_task", "SquareMetric", "mm_step", "MMRun", "mm_steps", "mm_minimize"]
 
 #: rows of a chunk whose features are computed at once
 _BLOCK_ROWS = 4096
@@ -273,3 +273,44 @@ class MMRun:
         else:
             self.c *= 2.0  # the bound failed: a stronger metric, from the same point
         return False
+
+
+def mm_steps(run: MMRun, gradient_pass, max_passes: int):
+    """Advance ``run`` one gradient pass at a time: a generator yielding ``(Y, sums, accepted)`` after every pass
+    (so that its caller can checkpoint or report between passes), until the run converges or ``max_passes`` passes.
+
+    Parameters
+    ----------
+    run : MMRun
+    gradient_pass : callable ``B -> GradSums``
+        One pass over the rows at B (a map-reduce of :func:`grad_task`).
+    max_passes : int
+        Passes at most (further than those already made).
+    """
+    for _ in range(max(0, int(max_passes))):
+        Y = run.propose()
+        if Y is None:
+            return
+        gs = gradient_pass(Y)
+        accepted = run.update(Y, gs.objective(Y, run.lam), gs.gradient(Y, run.lam))
+        yield Y, gs, accepted
+
+
+def mm_minimize(
+    metric: SquareMetric, lam: float, B0: np.ndarray, gradient_pass, tol: float, max_passes: int
+) -> tuple[np.ndarray, float, int]:
+    """Minimise (P_rf) at λ by accelerated MM from B0 (:class:`MMRun`), one :func:`grad_task` pass per step.
+
+    Returns
+    -------
+    B : ndarray of shape (D_x, D_θ), float64
+    J : float
+        J(B).
+    passes : int
+        Gradient passes made (the first, at B0, included).
+    """
+    B0 = np.asarray(B0, dtype=np.float64)
+    gs = gradient_pass(B0)
+    run = MMRun(metric, lam, B0, B0.copy(), gs.objective(B0, lam), gs.gradient(B0, lam), tol)
+    passes = 1 + sum(1 for _ in mm_steps(run, gradient_pass, max_passes - 1))
+    return run.B, run.J, passes

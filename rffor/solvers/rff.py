@@ -35,15 +35,15 @@ import numpy as np
 from .. import checkpoint as ckpt_io
 from .._validation import check_choice, check_dtype, check_int, check_real, check_seed, fill_missing
 from ..chunked import as_data
-from ..features import RandomFourierFeatures, make_output_features
-from ..kernels import Kernel
+from ..features import DEFAULT_OUTPUT_RANK_TOL, RandomFourierFeatures, make_output_features
+from ..kernels import MEDIAN_HEURISTIC_ROWS, Kernel, median_heuristic
 from ..losses import Loss, Square
 from ..progress import Progress
 from .closed_form import sylvester_features
 from .dsgd import Preconditioner, SGDConfig, SGDState, epoch_steps, partition_steps
 from .feature_cache import cached_block, release_task
-from .lam_path import DEFAULT_LAMS, fit_lam_path
-from .mm import MMRun, SquareMetric, grad_task
+from .mm import MMRun, SquareMetric, grad_task, mm_steps
+from .selection import DEFAULT_LAMS, both_sides_grad_task, select_hyperparameters
 
 __all__ = [
     "RFF_DEFAULTS",
@@ -74,7 +74,7 @@ RFF_DEFAULTS: dict[str, Any] = {
     "input_features": "rff",
     "output_features": "exact",
     "n_features_theta": None,
-    "output_rank_tol": 1e-10,
+    "output_rank_tol": DEFAULT_OUTPUT_RANK_TOL,
     "batch_size": 256,
     "n_epochs": 10,
     "init": "closed_form",
@@ -86,6 +86,7 @@ RFF_DEFAULTS: dict[str, Any] = {
     "tol": 1e-6,
     "max_passes": 50,
     "lams": None,
+    "loss_params": None,
     "holdout": 10,
     "feature_cache": 2**32,
 }
@@ -568,8 +569,13 @@ class RFFResult:
         compare with the final model.
     lam : float or None
         The λ of the model (the selected one with ``lam="auto"``).
-    path : LamPath or None
-        ``lam="auto"``: the λ path (:mod:`rffor.solvers.lam_path`): grid, held-out scores, extensions.
+    loss : Loss or None
+        The loss of the model (with the selected κ or ε with ``loss_params``).
+    kernel_x : Kernel or None
+        k_X (the median heuristic's when ``fit_rff`` got None).
+    path : Selection or None
+        ``lam="auto"``: what the selection evaluated (:mod:`rffor.solvers.selection`): candidates, held-out scores,
+        walks.
     """
 
     coef: np.ndarray
@@ -585,6 +591,8 @@ class RFFResult:
     plan: RoundPlan | None = field(default=None, repr=False)
     warm_coef: np.ndarray | None = field(default=None, repr=False)
     lam: float | None = None
+    loss: Loss | None = None
+    kernel_x: Kernel | None = None
     path: Any = field(default=None, repr=False)
 
     @property
@@ -619,7 +627,7 @@ def make_feature_maps(
     centres: np.ndarray | None = None,
     output_features: str = "exact",
     n_features_theta: int | None = None,
-    output_rank_tol: float = 1e-10,
+    output_rank_tol: float = DEFAULT_OUTPUT_RANK_TOL,
     dtype: str = "float32",
 ) -> tuple[Any, Any, np.ndarray, np.ndarray]:
     """The feature maps of a fit, exactly as :func:`fit_rff` builds them (seeds ``(random_state, 0)`` for φ_X and
@@ -736,6 +744,23 @@ def init_chunks(data, max_rows: int) -> list[int]:
     return sorted(set(np.linspace(0, k - 1, want).round().astype(int).tolist()))
 
 
+def _loss_param_grid(loss_params, loss: Loss, lam) -> list[float] | None:
+    """The loss-parameter grid of ``loss_params`` (validated), or None when the loss's parameter is fixed."""
+    if loss_params is None:
+        return None
+    if lam != "auto":
+        raise ValueError(f"loss_params={loss_params!r} needs lam='auto' (both are chosen on the same held-out rows)")
+    if loss.param_name is None:
+        raise ValueError(f"loss_params: {loss!r} has no κ or ε to choose")
+    if isinstance(loss_params, str):
+        check_choice(loss_params, "loss_params", {"auto"})
+        return [float(getattr(loss, loss.param_name))]
+    grid = [check_real(v, "loss_params[i]", low=0, low_open=True) for v in loss_params]
+    if not grid:
+        raise ValueError("loss_params must hold at least one value")
+    return grid
+
+
 def _settings(**kw) -> dict:
     """The settings a checkpoint must agree with to be resumed (everything that changes the result but P and the
     random state, which the checkpoint records apart)."""
@@ -746,10 +771,11 @@ def fit_rff(
     data,
     *,
     loss: Loss | None = None,
-    kernel_x: Kernel,
+    kernel_x: Kernel | None,
     kernel_theta: Kernel,
     lam: float | str,
     lams=RFF_DEFAULTS["lams"],
+    loss_params=RFF_DEFAULTS["loss_params"],
     holdout: int = RFF_DEFAULTS["holdout"],
     n_features_x: int = RFF_DEFAULTS["n_features_x"],
     input_features: str = RFF_DEFAULTS["input_features"],
@@ -793,17 +819,27 @@ def fit_rff(
     data : chunked dataset (:mod:`rffor.chunked`: a Zarr :class:`rffor.data.Dataset`, an ArrayData) or a tuple
         ``(X, Y[, theta])`` of arrays of shapes (n, d), (n, m), (m,).
     loss : Loss, default Square()
-    kernel_x, kernel_theta : Kernel
+    kernel_x : Kernel or None
+        k_X; None: the Gaussian kernel of the median heuristic (:func:`rffor.kernels.median_heuristic`) on up to
+        1000 rows drawn uniformly from all rows (read by the partition tasks, as Nyström centres are); the kernel
+        used is ``RFFResult.kernel_x``.
+    kernel_theta : Kernel
     lam : float or "auto"
-        λ > 0, or "auto": chosen from ``lams`` on held-out rows (:mod:`rffor.solvers.lam_path`: every λ fitted in
-        the same passes, a grid edge extended), then fitted on all rows. Not with ``rff_method="sgd"``.
+        λ > 0, or "auto": chosen on held-out rows (:mod:`rffor.solvers.selection`: the grid ``lams`` in closed
+        form, then a walk past its best value, every candidate of a robust loss fitted by MM passes warm-started
+        at its neighbour's model), then fitted on all rows. Not with ``rff_method="sgd"``.
     lams : sequence of float, optional
-        The grid of ``lam="auto"`` (default :data:`rffor.solvers.lam_path.DEFAULT_LAMS`, 1e-3 … 1e-12).
+        The starting grid of ``lam="auto"`` (default :data:`rffor.solvers.selection.DEFAULT_LAMS`, 1e-2 … 1e-12;
+        the walk continues past its ends).
+    loss_params : None, "auto" or sequence of float, default None
+        With ``lam="auto"``: also choose the loss's κ or ε (:attr:`rffor.losses.Loss.param_name`) on the same
+        held-out rows, walking from the loss's own value ("auto": by half decades; a sequence: along its values,
+        continued past its ends). The chosen loss is ``RFFResult.loss``.
     holdout : int, default 10
         ``lam="auto"``: about one row in ``holdout`` is held out to score the grid (:class:`rffor.chunked.RowSplit`).
     n_features_x : int, default 1000
-        D_x (even) for random features; the number of centres M for Nyström (the map keeps the eigenpairs of
-        K_MM above ``1e-10 ×`` the largest, so D_x ≤ M).
+        D_x (even) for random features; the number of centres M for Nyström (D_x = M:
+        :class:`~rffor.features.NystromFeatures` keeps every direction of the centres' span).
     input_features : {"rff", "orf", "nystrom"}, default "rff"
         φ_X: random Fourier features (Rahimi & Recht), orthogonal random features (Yu et al. 2016, Gaussian
         kernel), or the Nyström map on M centres drawn uniformly from the training rows (:func:`sample_centres`,
@@ -812,8 +848,9 @@ def fit_rff(
     output_features : {"exact", "rff"}, default "exact"
     n_features_theta : int or None
         D_θ for ``output_features="rff"`` (default 200).
-    output_rank_tol : float, default 1e-10
-        Exact factor: keep eigenvalues of K_Θ above ``tol · t_max``.
+    output_rank_tol : float, default 1e-15
+        Exact factor: keep eigenvalues of K_Θ above ``tol · t_max``
+        (:data:`rffor.features.DEFAULT_OUTPUT_RANK_TOL` says why so low).
     batch_size : int, default 256
     n_epochs : float, default 10
         Passes over the data (per partition: ``ceil(n_epochs · E)`` steps with E the steps of an epoch of the
@@ -849,9 +886,10 @@ def fit_rff(
         covariance C_X of the warm-start rows (:class:`rffor.solvers.dsgd.Preconditioner`). 0: plain DSGD.
     dtype : {"float32", "float64"} or None, default None
         Type of the features and of B. None: float32 for random features (7x faster sines and cosines, as
-        accurate at their error level), float64 for Nyström (its whitening ``Λ^{-1/2}`` amplifies rounding by up
-        to ``1/sqrt(1e-13)``, and float32 could keep only eigenvalues above about 1e-7 of the largest; measured in
-        benchmarks/learning_curve.py: rank 430 vs 740 of M = 1000 and a 20x lower test error).
+        accurate at their error level), float64 for Nyström (its whitening ``s̃^{-1/2}`` amplifies rounding by up
+        to ``1/sqrt(1e-14)``, and float32 supports only a floor of about 1e-6 of the largest eigenvalue; measured
+        with a truncating map on benchmarks/learning_curve.py's curves: rank 430 vs 740 of M = 1000 and a 20x
+        lower test error in float64).
     feature_cache : int, default 2**32
         Bytes of input features each process running the passes (this one, or every Dask worker) keeps between
         passes (:mod:`rffor.solvers.feature_cache`); blocks past the budget are recomputed every pass. 0: none.
@@ -893,6 +931,7 @@ def fit_rff(
         check_int(holdout, "holdout", 2)
     else:
         lam = check_real(lam, "lam", low=0, low_open=True)
+    params = _loss_param_grid(loss_params, loss, lam)
     check_choice(output_features, "output_features", {"exact", "rff"})
     check_choice(input_features, "input_features", {"rff", "orf", "nystrom"})
     check_choice(init, "init", {"closed_form", "zeros"})
@@ -933,7 +972,7 @@ def fit_rff(
         rs = check_seed(random_state)
     settings = _settings(
         loss=loss, kernel_x=kernel_x, kernel_theta=kernel_theta, lam=lam, n_features_x=n_features_x,
-        input_features=input_features, lams=list(lams) if lam == "auto" else None,
+        input_features=input_features, lams=list(lams) if lam == "auto" else None, loss_params=params,
         holdout=holdout if lam == "auto" else None,
         output_features=output_features, n_features_theta=n_features_theta, output_rank_tol=output_rank_tol,
         batch_size=batch_size, n_epochs=n_epochs, max_steps=max_steps, n_theta_samples=n_theta_samples,
@@ -962,6 +1001,14 @@ def fit_rff(
                 f"random-feature fit on {run.description}: {data.n} curves in {data.n_chunks} chunk(s), "
                 f"P = {P} partition(s)"
             )
+            if kernel_x is None:
+                tic = time.perf_counter()
+                rows = sample_centres(run, data, MEDIAN_HEURISTIC_ROWS, (rs, 3))
+                kernel_x = median_heuristic(rows)
+                progress.message(
+                    f"k_X: {kernel_x!r} by the median heuristic on {len(rows)} rows drawn uniformly from the "
+                    f"{data.n} rows ({time.perf_counter() - tic:.1f} s)"
+                )
             centres = None
             if input_features == "nystrom":
                 tic = time.perf_counter()
@@ -976,24 +1023,17 @@ def fit_rff(
                 input_features=input_features, centres=centres, output_features=output_features,
                 n_features_theta=n_features_theta, output_rank_tol=output_rank_tol, dtype=dtype,
             )  # fmt: skip
-            result = dict(input_features=phi_x, output_features=phi_theta, theta=theta, random_state=rs)
+            result = dict(
+                input_features=phi_x, output_features=phi_theta, theta=theta, random_state=rs, kernel_x=kernel_x
+            )
 
-            shared = []
-
-            def share_maps():
-                # a fresh cache key: the blocks cached under the previous one (e.g. the λ path's training rows)
-                # are dropped where the next pass runs, making room for the rows the next phase reads
-                shared.append(
-                    run.share(FitMaps(phi_x, Phi_theta, cache_key=uuid.uuid4().hex, cache_bytes=feature_cache))
-                )
-                return shared[-1]
-
+            # a fresh cache key per fit: the first block a process computes under it drops the previous fit's
+            maps = run.share(FitMaps(phi_x, Phi_theta, cache_key=uuid.uuid4().hex, cache_bytes=feature_cache))
             out = _fit(
-                run, data, share_maps, Phi_theta, loss, lam, C_theta, P, settings, saved, checkpoint, info, progress,
-                result,
-            )  # fmt: skip
-            if feature_cache > 0 and shared:  # the workers drop this fit's features (memory for what comes next)
-                run.map(release_task, shared[-1], label="release the feature cache")
+                run, data, maps, Phi_theta, loss, lam, C_theta, P, settings, saved, checkpoint, info, progress, result
+            )
+            if feature_cache > 0:  # the workers drop this fit's features (memory for what comes next)
+                run.map(release_task, maps, label="release the feature cache")
             return out
     finally:
         progress.close()
@@ -1052,13 +1092,17 @@ class _Tracker:
         return SchedulerLostError(f"{exc}. The fit stopped {where}; {held}")
 
 
-def _fit(run, data, share_maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint, info, progress, result):
-    """The phases of :func:`fit_rff` inside an executor session (``s``: the settings; ``share_maps()`` shares the
-    FitMaps with the session under a new feature-cache key); returns an RFFResult."""
-    maps = share_maps()
+def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint, info, progress, result):
+    """The phases of :func:`fit_rff` inside an executor session (``s``: the settings; ``maps``: the FitMaps shared
+    with the session); returns an RFFResult."""
     from ..executor import SchedulerLostError
 
     dtype, m = s["dtype"], data.m
+    from ..chunked import RowSplit
+
+    # with lam="auto" every pass reads the rows side by side of the selection's split, so that the refit on all
+    # rows reuses the features its passes cached (and a resumed refit makes the same sums)
+    split = RowSplit(s["holdout"], True) if lam == "auto" else None
     method = _method(s["rff_method"], loss)
     unit = "pass" if method in ("mm", "closed_form") else "round"
     history: list[dict] = [] if saved is None else list(saved.history)
@@ -1069,24 +1113,21 @@ def _fit(run, data, share_maps, Phi_theta, loss, lam, C_theta, P, s, saved, chec
         if lam == "auto":
             if saved is not None:
                 lam = float(saved.info["lam"])
+                if saved.info.get("loss_param") is not None:
+                    loss = loss.with_param(saved.info["loss_param"])
             else:
-                from ..chunked import RowSplit
-
-                path = fit_lam_path(
-                    run, maps, C_theta, loss, s["lams"], m=m, split=RowSplit(s["holdout"], True), tol=s["tol"],
+                sel = select_hyperparameters(
+                    run, maps, C_theta, loss, s["lams"], params=s["loss_params"], m=m, split=split, tol=s["tol"],
                     max_passes=s["max_passes"], progress=progress,
                 )  # fmt: skip
-                lam, sums = path.lam, path.sums.train + path.sums.held
-                B0 = path.coefs[path.best]
-                run.release(maps)
-                maps = share_maps()
-                result["path"] = path
-                progress.message(
-                    f"λ path: selected λ = {lam:.0e} (held-out {path.score_name} curve MSE "
-                    f"{path.scores[path.best]:.4g}); now fitting it on all {sums.n} curves"
-                )
+                lam, sums, B0 = sel.lam, sel.sums.train + sel.sums.held, sel.coef
+                if sel.param is not None:
+                    loss = loss.with_param(sel.param)
+                result["path"] = sel
+                progress.message(f"now fitting the selected model on all {sums.n} curves")
             info["lam"] = lam
-        result["lam"] = lam
+            info["loss_param"] = None if loss.param_name is None else float(getattr(loss, loss.param_name))
+        result["lam"], result["loss"] = lam, loss
         if saved is not None:
             B0, start = saved.state, saved.round + 1
             progress.message(f"resuming from {str(checkpoint)!r} after {unit} {saved.round + 1}")
@@ -1144,15 +1185,18 @@ def _fit(run, data, share_maps, Phi_theta, loss, lam, C_theta, P, s, saved, chec
             # resumed, or started from zero: the feature covariance for the metric or the preconditioner
             sums = run.reduce(sums_task, maps, chunks=init_chunks(data, rows), label="covariance")
         if method == "mm":
-            return _mm_passes(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, B0, start, sums, tracker, result)
+            return _mm_passes(
+                run, data, maps, Phi_theta, loss, lam, C_theta, P, s, B0, start, sums, tracker, result, split
+            )
         return _dsgd_rounds(run, data, Phi_theta, loss, lam, C_theta, P, s, B0, start, sums, tracker, result)
     except SchedulerLostError as exc:
         raise tracker.lost_scheduler(exc) from exc
 
 
-def _mm_passes(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, B0, start, sums, tracker, result):
+def _mm_passes(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, B0, start, sums, tracker, result, split=None):
     """Full-batch majorize–minimize passes (:mod:`rffor.solvers.mm`) from B0 (a coefficient matrix, an SGDState of a
-    checkpoint, or None for zero), each pass a map-reduce of the gradient where the data is."""
+    checkpoint, or None for zero), each pass a map-reduce of the gradient where the data is (over both sides of
+    ``split`` when given: :func:`~rffor.solvers.selection.both_sides_grad_task`)."""
     progress, dtype = tracker.progress, s["dtype"]
     phi_x = result["input_features"]
     tic = time.perf_counter()
@@ -1176,39 +1220,40 @@ def _mm_passes(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, B0, start, 
         f"a decrease below {tol:g} x J"
     )
     tracker.start(max_passes, start)
+    timing = {}
 
-    def gradient_pass(Bk, k):
+    def gradient_pass(Bk):
         tic = time.perf_counter()
         handle = run.share(Bk)
         try:
-            gs = run.reduce(grad_task, maps, handle, loss, label=f"pass {k + 1}")
+            if split is None:
+                gs = run.reduce(grad_task, maps, handle, loss, label=f"pass {timing['k'] + 1}")
+            else:
+                gs = run.reduce(both_sides_grad_task, split, maps, handle, loss, label=f"pass {timing['k'] + 1}")
         finally:
             run.release(handle)
-        return gs, time.perf_counter() - tic
+        timing["seconds"] = time.perf_counter() - tic
+        return gs
 
     # accelerated MM with restarts (MMRun); J never increases between accepted passes
-    k = start
-    gs, seconds = gradient_pass(B, k)
+    k = timing["k"] = start
+    gs = gradient_pass(B)
     B_prev = np.array(B0.B, dtype=np.float64) if isinstance(B0, SGDState) else B.copy()
     t = float(tracker.history[-1].get("momentum", 1.0)) if start > 0 else 1.0
     run_ = MMRun(metric, lam, B, B_prev, gs.objective(B, lam), gs.gradient(B, lam), tol, t=t, c=c)
     if start == 0:
-        record = _mm_record(k, gs, run_.J, run_.J, True, c, t, float("nan"), seconds)
+        record = _mm_record(k, gs, run_.J, run_.J, True, c, t, float("nan"), timing["seconds"])
         tracker.completed(k, _mm_state(B, B_prev, dtype, k + 1), record)
-        k += 1
-    while k < max_passes:
-        Y = run_.propose()
-        if Y is None:
-            progress.message(
-                f"MM converged: the bound promises a decrease of {run_.decrement / 2:.3g} <= {tol:g} x J = {run_.J:.6g}"
-            )
-            break
-        gs, seconds = gradient_pass(Y, k)
+        k = timing["k"] = k + 1
+    for Y, gs, accepted in mm_steps(run_, gradient_pass, max_passes - k):
         J_new = gs.objective(Y, lam)
-        accepted = run_.update(Y, J_new, gs.gradient(Y, lam))
-        record = _mm_record(k, gs, J_new, run_.J, accepted, run_.c, run_.t, run_.decrement, seconds)
+        record = _mm_record(k, gs, J_new, run_.J, accepted, run_.c, run_.t, run_.decrement, timing["seconds"])
         tracker.completed(k, _mm_state(run_.B, run_.B_prev, dtype, k + 1), record)
-        k += 1
+        k = timing["k"] = k + 1
+    if run_.converged:
+        progress.message(
+            f"MM converged: the bound promises a decrease of {run_.decrement / 2:.3g} <= {tol:g} x J = {run_.J:.6g}"
+        )
     B, B_prev = run_.B, run_.B_prev
     return RFFResult(
         coef=B.astype(dtype),

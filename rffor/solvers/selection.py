@@ -1,0 +1,490 @@
+"""Automatic hyperparameters of the random-feature fit: λ (``lam="auto"``) and the loss's own κ or ε
+(``loss_params="auto"``), chosen on held-out rows, every candidate fitted where the data is.
+
+The route, inside :func:`rffor.solvers.rff.fit_rff`'s executor session (every pass a task per partition where the
+data is; the driver only combines small matrices):
+
+1. rows are split by :class:`rffor.chunked.RowSplit`: about one in ``holdout`` held out, spread over every chunk;
+2. one pass: the closed-form sums (:class:`~rffor.solvers.rff.FeatureSums`) of the training rows and of the
+   held-out rows (:func:`split_sums_task`);
+3. one eigendecomposition of the training rows' feature covariance C_X (:class:`~rffor.solvers.mm.SquareMetric`)
+   gives the square-loss closed form of (P_rf) at any λ for one solve (MATH.md §5: ``C_X B C_Θ + λ B = M``);
+4. the λ grid's closed forms are scored together in one pass over the held-out rows (each held-out curve's MSE
+   under every model, :func:`~rffor.solvers.mm.curve_errors_task`), by their **median** for a robust loss (paper
+   000 §5.1: a minority of outlying validation curves does not move it) or their mean for the square loss;
+5. a **walk** along one hyperparameter from the best of them (:func:`select_hyperparameters`): step to the
+   neighbouring value of the grid (past its ends, further values at the grid's end ratio: a grid edge never wins
+   silently) and keep going while a step improves the held-out score by at least ``plateau`` (1%); if the first
+   step in one direction does not, try the other. The selected value has then been compared with both of its
+   neighbours, or the walk reached a hard bound (``Selection.at_bound``). Between values within 1% of each other
+   the walk keeps the one it reached first: the more regularised (larger λ) from the start value.
+6. robust losses: each candidate is fitted by accelerated majorize–minimize passes
+   (:func:`~rffor.solvers.mm.mm_minimize`) warm-started at its neighbour's model, which costs a few passes where a
+   start from the closed form costs tens; the loss's κ or ε is walked the same way at the selected λ, then λ again
+   at the selected κ (coordinate search, until neither moves).
+
+:func:`fit_rff` then fits the selected (λ, κ) on all rows from the selected candidate's model: the square loss's
+closed form from the two sums (no further pass), other losses by MM passes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..chunked import RowSplit
+from ..losses import Loss
+from .mm import SquareMetric, curve_errors_task, grad_task, mm_minimize
+
+__all__ = [
+    "DEFAULT_LAMS",
+    "Candidate",
+    "Selection",
+    "SplitSums",
+    "split_sums_task",
+    "both_sides_grad_task",
+    "select_hyperparameters",
+]
+
+#: the starting grid of ``lam="auto"``: decades 1e-2 … 1e-12 (features are normalised, ‖φ_X‖ ≤ 1, so the useful λ
+#: depends on the data's size and noise, not on its units), extended past an end by the walk
+DEFAULT_LAMS = tuple(10.0**-k for k in range(2, 13))
+
+#: hard bounds of the λ walk: above 1e2 every model is ~0 (‖φ‖ ≤ 1), below 1e-30 λ is below float64 rounding of
+#: every term of the normal equations
+LAM_BOUNDS = (1e-30, 1e2)
+
+#: step of the walk along a loss parameter when its grid has one value (half a decade: the held-out error of the
+#: Huber losses varies about like κ² on corrupted curves, so decades are too coarse)
+PARAM_RATIO = 10.0**0.5
+
+
+@dataclass
+class SplitSums:
+    """Closed-form sums of the two sides of a row split (``+`` adds them side by side: the reduce step)."""
+
+    train: object
+    held: object
+
+    def __add__(self, other: SplitSums) -> SplitSums:
+        return SplitSums(self.train + other.train, self.held + other.held)
+
+
+def split_sums_task(part, p: int, chunk_ids, maps, split: RowSplit) -> SplitSums:
+    """Closed-form sums of a partition's training rows and held-out rows (both read in one pass of its chunks).
+
+    Parameters
+    ----------
+    part : chunked dataset
+    p : int
+    chunk_ids : sequence of int
+    maps : FitMaps
+    split : RowSplit
+
+    Returns
+    -------
+    SplitSums
+        Two :class:`~rffor.solvers.rff.FeatureSums`.
+    """
+    from .rff import feature_sums
+
+    chunks = [(i, X, Y) for i, X, Y in part.iter_chunks([int(i) for i in chunk_ids])]
+    sides = []
+    for held in (False, True):
+        view = split.side(held).view(_Chunks(part, chunks))
+        sides.append(feature_sums(view, maps.input_features, maps.Phi_theta, [i for i, _, _ in chunks], maps=maps))
+    return SplitSums(*sides)
+
+
+class _Chunks:
+    """Chunks already read, with the part of the chunked-data protocol a split view and feature_sums use."""
+
+    def __init__(self, data, chunks):
+        self.theta, self.m, self.d, self.chunk_rows = data.theta, data.m, data.d, data.chunk_rows
+        self._chunks = chunks
+        self.n_chunks = len(chunks)
+
+    def iter_chunks(self, chunk_ids=None, **_):
+        yield from self._chunks
+
+
+def _train_grad_task(part, p, chunk_ids, split: RowSplit, maps, B, loss):
+    """:func:`~rffor.solvers.mm.grad_task` on the training side of the split of the partition's rows."""
+    return grad_task(split.view(part), p, chunk_ids, maps, B, loss)
+
+
+def both_sides_grad_task(part, p, chunk_ids, split: RowSplit, maps, B, loss):
+    """:func:`~rffor.solvers.mm.grad_task` over all the partition's rows, summed side by side of the split: the
+    refit after a selection reads the features the selection's passes cached for each side."""
+    return _train_grad_task(part, p, chunk_ids, split.side(False), maps, B, loss) + _train_grad_task(
+        part, p, chunk_ids, split.side(True), maps, B, loss
+    )
+
+
+def _held_errors_task(part, p, chunk_ids, split: RowSplit, maps, Bs):
+    """:func:`~rffor.solvers.mm.curve_errors_task` on the held-out side of the split of the partition's rows."""
+    return curve_errors_task(split.view(part), p, chunk_ids, maps, Bs)
+
+
+@dataclass
+class Candidate:
+    """One fitted candidate of the search.
+
+    Attributes
+    ----------
+    lam : float
+    param : float or None
+        The loss's κ or ε (None: the loss has none, or it was not searched).
+    score : float
+        Held-out score (median or mean over held-out curves of their MSE; lower is better).
+    objective : float
+        Training objective J (MATH.md (P_rf) on the training rows).
+    passes : int
+        Gradient passes its fit took (0 for a closed form).
+    coef : ndarray of shape (D_x, D_θ), float64
+        The model, fitted on the training rows.
+    """
+
+    lam: float
+    param: float | None
+    score: float
+    objective: float
+    passes: int
+    coef: np.ndarray = field(repr=False)
+
+
+@dataclass
+class Selection:
+    """What the search of :func:`select_hyperparameters` evaluated and chose.
+
+    Attributes
+    ----------
+    candidates : list of Candidate
+        In the order they were evaluated.
+    best : int
+        Index of the selected candidate.
+    score_name : str
+        "median" or "mean" over held-out curves.
+    param_name : str or None
+        "kappa", "epsilon", or None when only λ was searched.
+    log : list of str
+        The walks made (values and scores).
+    closed_forms : dict
+        The square-loss closed forms of the starting grid: ``{"lams": [...], "scores": [...]}`` (held-out scores
+        under ``score_name``): for a robust loss, what the MM passes improved on.
+    at_bound : bool
+        Whether a walk stopped at a hard bound (:data:`LAM_BOUNDS`, or a parameter bound) while still improving.
+    n_train, n_held : int
+        Rows on each side.
+    sums : SplitSums
+    """
+
+    candidates: list[Candidate]
+    best: int
+    score_name: str
+    param_name: str | None
+    log: list[str]
+    closed_forms: dict
+    at_bound: bool
+    n_train: int
+    n_held: int
+    sums: SplitSums = field(repr=False)
+
+    @property
+    def lam(self) -> float:
+        return self.candidates[self.best].lam
+
+    @property
+    def param(self) -> float | None:
+        return self.candidates[self.best].param
+
+    @property
+    def coef(self) -> np.ndarray:
+        return self.candidates[self.best].coef
+
+    @property
+    def passes(self) -> int:
+        """Gradient passes over the training rows, all candidates together."""
+        return int(sum(c.passes for c in self.candidates))
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary (no coefficients): one entry per candidate in ``lams``, ``params``, ``scores``,
+        ``objectives``, ``candidate_passes``."""
+        return {
+            "lams": [c.lam for c in self.candidates],
+            "params": [c.param for c in self.candidates],
+            "scores": [c.score for c in self.candidates],
+            "objectives": [c.objective for c in self.candidates],
+            "candidate_passes": [c.passes for c in self.candidates],
+            "lam": self.lam,
+            "param": self.param,
+            "param_name": self.param_name,
+            "score": self.score_name,
+            "passes": self.passes,
+            "log": list(self.log),
+            "closed_forms": self.closed_forms,
+            "at_bound": bool(self.at_bound),
+            "n_train": self.n_train,
+            "n_held": self.n_held,
+        }
+
+
+class _Axis:
+    """The values one hyperparameter may take: a sorted grid, continued past its ends by the ratio of its two
+    end values (``ratio`` for a one-value grid), inside ``bounds``."""
+
+    def __init__(self, grid, ratio: float, bounds: tuple[float, float]):
+        self.grid = sorted({float(v) for v in grid})
+        self.ratio, self.bounds = float(ratio), bounds
+
+    def step(self, v: float, direction: int) -> float | None:
+        """The neighbour of v below (direction -1) or above (+1): the next grid value inside the grid's range, a
+        multiple of the end ratio outside it; None past a bound."""
+        g = self.grid
+        lo = g[1] / g[0] if len(g) > 1 else self.ratio
+        hi = g[-1] / g[-2] if len(g) > 1 else self.ratio
+        if direction < 0:
+            if v > g[-1] * (1 + 1e-9):
+                w = max(v / hi, g[-1])
+            else:
+                below = [x for x in g if x < v * (1 - 1e-9)]
+                w = below[-1] if below else v / lo
+        else:
+            if v < g[0] * (1 - 1e-9):
+                w = min(v * lo, g[0])
+            else:
+                above = [x for x in g if x > v * (1 + 1e-9)]
+                w = above[0] if above else v * hi
+        w = float(f"{w:.12g}")  # exact decades past the ends (1e-13, not 9.999999999999999e-14)
+        return w if self.bounds[0] <= w <= self.bounds[1] else None
+
+
+def select_hyperparameters(
+    run,
+    maps,
+    C_theta: np.ndarray,
+    loss: Loss,
+    lams,
+    *,
+    params=None,
+    m: int,
+    split: RowSplit,
+    tol: float,
+    max_passes: int,
+    plateau: float = 0.01,
+    max_rounds: int = 3,
+    progress=None,
+) -> Selection:
+    """Choose λ (and the loss's κ or ε when ``params`` is given) on the held-out rows of ``split`` (module
+    docstring).
+
+    Parameters
+    ----------
+    run : executor session
+    maps : handle of FitMaps (as shared with the session)
+    C_theta : ndarray of shape (D_θ,) or (D_θ, D_θ)
+    loss : Loss
+        The loss; with ``params``, its :attr:`~rffor.losses.Loss.param_name` is searched too, starting at the
+        loss's own value.
+    lams : sequence of float
+        The starting λ grid (scored in closed form; the walk continues past its ends).
+    params : sequence of float, optional
+        The loss parameter's grid (a single value: the walk steps by :data:`PARAM_RATIO`).
+    m : int
+        Grid size of the outputs.
+    split : RowSplit
+    tol, max_passes : float, int
+        MM stopping rule and pass budget of every candidate's fit.
+    plateau : float, default 0.01
+        A step of a walk is taken only if it lowers the held-out score by at least this fraction.
+    max_rounds : int, default 3
+        Coordinate-search rounds (λ then the loss parameter) at most.
+    progress : rffor.progress.Progress, optional
+
+    Returns
+    -------
+    Selection
+    """
+    say = progress.message if progress is not None else (lambda _: None)
+    tic = time.perf_counter()
+    sums = run.reduce(split_sums_task, maps, split, label="closed form sums (training and held-out rows)")
+    tr = sums.train
+    if tr.n == 0 or sums.held.n == 0:
+        raise ValueError(
+            f"lam='auto' needs training and held-out rows; the split of {tr.n + sums.held.n} rows gave "
+            f"{tr.n} and {sums.held.n}"
+        )
+    metric = SquareMetric(tr.xx / tr.n, C_theta, float(np.max(lams)))
+    M = tr.xy / (tr.n * m)
+    robust = not loss.is_square
+    score_name = "median" if robust else "mean"
+    say(
+        f"selection: sums of {tr.n} training and {sums.held.n} held-out curves computed by the partition tasks, "
+        f"one eigendecomposition of C_X on the driver ({time.perf_counter() - tic:.1f} s); held-out score: the "
+        f"{score_name} over held-out curves of their MSE"
+    )
+    train, held = split.side(False), split.side(True)
+    param_name = loss.param_name if params is not None else None
+    p0 = None if param_name is None else float(getattr(loss, param_name))
+    search = _Search(run, maps, metric, M, tr, C_theta, m, loss, param_name, train, held, score_name, tol,
+                     max_passes, say)  # fmt: skip
+    search.plateau = float(plateau)
+
+    # every λ of the starting grid in closed form, scored in one pass over the held-out rows
+    grid = sorted({float(v) for v in lams}, reverse=True)
+    closed = np.stack([metric.solve(M, 1.0, lam) for lam in grid])
+    scores = search.score(closed)
+    say("selection: square-loss closed forms, held-out " + score_name + " curve MSE "
+        + ", ".join(f"{lam:.0e}: {s:.4g}" for lam, s in zip(grid, scores, strict=True)))  # fmt: skip
+    if not robust:
+        for lam, B, s in zip(grid, closed, scores, strict=True):
+            search.add(lam, None, s, B, 0)
+    lam = grid[int(np.argmin(scores))]
+    lam_axis = _Axis(grid, 10.0, LAM_BOUNDS)
+    if robust:  # the robust fit at the start λ, from its closed form
+        search.evaluate(lam, p0, warm=closed[grid.index(lam)])
+    lam = search.walk("λ", lam_axis, lam, lambda v: (v, p0))
+    if param_name is not None:
+        param_axis = _Axis(params, PARAM_RATIO, (1e-12 * p0, 1e12 * p0) if p0 > 0 else (0.0, np.inf))
+        param = p0
+        for _ in range(max_rounds):
+            new = search.walk(param_name, param_axis, param, lambda v, lam=lam: (lam, v))
+            if new == param:
+                break
+            param = new
+            new_lam = search.walk("λ", lam_axis, lam, lambda v, param=param: (v, param))
+            if new_lam == lam:
+                break
+            lam = new_lam
+    best = search.index[(lam, p0 if param_name is None else param)]
+    c = search.candidates[best]
+    say(
+        f"selection: λ = {c.lam:.0e}" + (f", {param_name} = {c.param:.3g}" if param_name else "")
+        + f" (held-out {score_name} curve MSE {c.score:.4g}); {len(search.candidates)} candidates, "
+        f"{sum(x.passes for x in search.candidates)} gradient passes ({time.perf_counter() - tic:.1f} s)"
+    )  # fmt: skip
+    return Selection(
+        candidates=search.candidates,
+        best=best,
+        score_name=score_name,
+        param_name=param_name,
+        log=search.log,
+        closed_forms={"lams": list(grid), "scores": [float(v) for v in scores]},
+        at_bound=any(search.bounded.values()),
+        n_train=int(tr.n),
+        n_held=int(sums.held.n),
+        sums=sums,
+    )
+
+
+class _Search:
+    """The candidates of one selection: fitted on the training rows, scored on the held-out rows, memoised."""
+
+    def __init__(self, run, maps, metric, M, tr, C_theta, m, loss, param_name, train, held, score_name, tol,
+                 max_passes, say):  # fmt: skip
+        self.run, self.maps, self.metric, self.M, self.tr = run, maps, metric, M, tr
+        self.C_theta, self.m, self.loss, self.param_name = C_theta, m, loss, param_name
+        self.train, self.held, self.score_name = train, held, score_name
+        self.tol, self.max_passes, self.say = tol, max_passes, say
+        self.plateau = 0.01
+        self.bounded: dict[str, bool] = {}
+        self.candidates: list[Candidate] = []
+        self.index: dict[tuple, int] = {}
+        self.log: list[str] = []
+
+    def score(self, Bs: np.ndarray) -> np.ndarray:
+        """Held-out scores of K models (one pass over the held-out rows)."""
+        handle = self.run.share(np.ascontiguousarray(Bs))
+        try:
+            errors = self.run.map(_held_errors_task, self.held, self.maps, handle, label="held-out errors")
+        finally:
+            self.run.release(handle)
+        E = np.concatenate([e for e in errors if e is not None], axis=1)  # (K, held rows)
+        return np.median(E, axis=1) if self.score_name == "median" else np.mean(E, axis=1)
+
+    def add(self, lam, param, score, B, passes, objective=None) -> int:
+        from .rff import square_objective_from_sums
+
+        if objective is None:
+            objective = square_objective_from_sums(self.tr, B, self.C_theta, lam, self.m)
+        self.candidates.append(Candidate(float(lam), param, float(score), float(objective), int(passes), B))
+        self.index[(float(lam), param)] = len(self.candidates) - 1
+        return self.index[(float(lam), param)]
+
+    def evaluate(self, lam: float, param: float | None, warm: np.ndarray) -> float:
+        """The held-out score of (λ, param), fitting it from ``warm`` unless already done."""
+        key = (float(lam), param)
+        if key in self.index:
+            return self.candidates[self.index[key]].score
+        if self.loss.is_square:
+            B, J, passes = self.metric.solve(self.M, 1.0, lam), None, 0
+        else:
+            tic = time.perf_counter()
+            loss = self.loss if self.param_name is None else self.loss.with_param(param)
+            B, J, passes = mm_minimize(self.metric, lam, warm, self._gradient_pass(loss), self.tol, self.max_passes)
+        s = float(self.score(B[None])[0])
+        self.add(lam, param, s, B, passes, J)
+        if passes:
+            what = f"λ = {lam:.0e}" + (f", {self.param_name} = {param:.3g}" if self.param_name else "")
+            self.say(
+                f"selection: {what}: {passes} MM passes on {self.tr.n} training curves from its neighbour's model, "
+                f"held-out {self.score_name} curve MSE {s:.4g} ({time.perf_counter() - tic:.1f} s)"
+            )
+        return s
+
+    def _gradient_pass(self, loss):
+        def gradient_pass(B):
+            handle = self.run.share(np.ascontiguousarray(B))
+            try:
+                return self.run.reduce(_train_grad_task, self.train, self.maps, handle, loss, label="selection pass")
+            finally:
+                self.run.release(handle)
+
+        return gradient_pass
+
+    def walk(self, name: str, axis: _Axis, start: float, point) -> float:
+        """Walk along one hyperparameter from ``start`` (``point(v)`` is the candidate ``(λ, param)`` at value v)
+        and return the value reached: a step to the next grid value is taken when it lowers the score by at least
+        ``plateau``; if the first step down does not, the walk goes up. It ends with both grid neighbours of its
+        value evaluated and neither better by ``plateau`` (or a bound).
+        """
+        best = start
+        best_score = self.evaluate(*point(start), warm=self._nearest_coef(point(start)))
+        trail = []
+        for direction in (-1, +1):
+            v = start
+            while True:
+                w = axis.step(v, direction)
+                if w is None:
+                    trail.append(f"{'down' if direction < 0 else 'up'}: a bound")
+                    break
+                s = self.evaluate(*point(w), warm=self._coef(point(v)))
+                trail.append(f"{w:.3g}: {s:.4g}")
+                if s > best_score * (1 - self.plateau):
+                    break
+                best, best_score, v = w, s, w
+            if best != start:
+                break
+        self.log.append(f"{name} from {start:.3g}: " + ", ".join(trail) + f" → {best:.3g}")
+        self.bounded[name] = axis.step(best, -1) is None or axis.step(best, +1) is None
+        self.say(f"selection: {name} walk: {self.log[-1]}")
+        return best
+
+    def _coef(self, key) -> np.ndarray:
+        return self.candidates[self.index[key]].coef
+
+    def _nearest_coef(self, key) -> np.ndarray:
+        """A warm start for ``key``: the evaluated candidate closest to it in log-λ (then log-param)."""
+        if key in self.index:
+            return self.candidates[self.index[key]].coef
+        lam, param = key
+
+        def distance(c):
+            d = abs(np.log(c.lam / lam))
+            if param is not None and c.param is not None:
+                d += abs(np.log(c.param / param))
+            return d
+
+        return min(self.candidates, key=distance).coef

@@ -1,0 +1,201 @@
+"""Tests of ``lam="auto"`` (and ``loss_params``) on the random-feature path (rffor.solvers.selection): every
+candidate fitted and scored on held-out rows must be what a separate fit and a direct evaluation give, and the
+selection must follow its rule on those direct scores."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_dsgd import KT, KX  # tests/ is on sys.path (rootdir conftest)
+
+from rffor.chunked import ArrayData, RowSplit, as_data
+from rffor.datasets import add_outliers, make_synthetic
+from rffor.losses import Huber, Square
+from rffor.metrics import curve_mse
+from rffor.solvers.rff import fit_rff, objective
+
+pytestmark = pytest.mark.usefixtures("single_blas_thread")
+
+KW = dict(kernel_x=KX, kernel_theta=KT, n_features_x=100, random_state=0, dtype="float64")
+
+
+@pytest.fixture(scope="module")
+def corrupted():
+    d = make_synthetic(1500, 200, m=30, p_in=20, nonlinear=True, noise=0.05, random_state=0)
+    Y = add_outliers(d.Y_train, 2, 0.1, random_state=1)[0]
+    return d, ArrayData(d.X_train, Y, d.theta, chunk_rows=300)
+
+
+def _direct(d, Y, loss, lams, split, **kw):
+    """Separate fits on the training rows, scored on the held-out rows (the selection the path must reproduce)."""
+    held = split.mask(0, len(Y))
+    fits, scores = [], []
+    for lam in lams:
+        res = fit_rff((d.X_train[~held], Y[~held], d.theta), loss=loss, lam=lam, **kw)
+        E = curve_mse(Y[held], res.predict(d.X_train[held]))
+        fits.append(res.coef)
+        scores.append(np.median(E) if not loss.is_square else np.mean(E))
+    return np.stack(fits), np.array(scores)
+
+
+def test_row_split_is_global_and_about_one_in_modulus():
+    split = RowSplit(10, True)
+    n = 20_000
+    held = split.mask(0, n)
+    assert abs(held.mean() - 0.1) < 0.01
+    # the same rows whatever the chunking: masks of chunks concatenate to the mask of the whole
+    X, Y = np.arange(n, dtype=float)[:, None], np.zeros((n, 2))
+    for c in (7, 1000):
+        data = ArrayData(X, Y, chunk_rows=c)
+        rows = np.concatenate([Xi[:, 0] for _, Xi, _ in split.view(data).iter_chunks(range(data.n_chunks))])
+        np.testing.assert_array_equal(rows, np.flatnonzero(held))
+    other = np.concatenate([Xi[:, 0] for _, Xi, _ in split.side(False).view(data).iter_chunks(range(data.n_chunks))])
+    np.testing.assert_array_equal(other, np.flatnonzero(~held))
+
+
+def _walk_is_consistent(path, score_of):
+    """The selection rule of :mod:`rffor.solvers.selection`: both neighbours of the selected value (along λ, and
+    along the loss parameter when it was searched) were evaluated and neither is better by 1% or more."""
+    best = path.candidates[path.best]
+    s = score_of(best)
+    neighbours = [(best.lam * 10, best.param), (best.lam / 10, best.param)]
+    if best.param is not None:
+        ratio = 10**0.5
+        neighbours += [(best.lam, float(f"{best.param * ratio:.12g}")), (best.lam, float(f"{best.param / ratio:.12g}"))]
+    index = {(c.lam, c.param): c for c in path.candidates}
+    for lam, param in neighbours:
+        key = (float(f"{lam:.12g}"), param)
+        assert key in index, (key, sorted(index))
+        assert score_of(index[key]) > 0.99 * s
+
+
+def test_square_selection_equals_separate_closed_forms_and_refits_on_all_rows(corrupted):
+    """Every candidate of the square loss is the closed form on the training rows with the held-out score a direct
+    evaluation gives; the selected λ has both decade neighbours evaluated and none better by 1%; the final model is
+    the closed form at that λ on all rows."""
+    d, data = corrupted
+    lams = [1e-2, 1e-3, 1e-4, 1e-5, 1e-6]
+    res = fit_rff(data, loss=Square(), lam="auto", lams=lams, **KW)
+    path = res.path
+    got = [c.lam for c in path.candidates]
+    fits, scores = _direct(d, data.Y, Square(), got, RowSplit(10, True), **KW)
+    # equal up to the summation order of the sums (chunks of 300 rows against one block), amplified at small λ
+    np.testing.assert_allclose(np.stack([c.coef for c in path.candidates]), fits, rtol=1e-4,
+                               atol=1e-6 * np.abs(fits).max())  # fmt: skip
+    np.testing.assert_allclose([c.score for c in path.candidates], scores, rtol=1e-7)
+    direct = dict(zip(got, scores, strict=True))
+    _walk_is_consistent(path, lambda c: direct[c.lam])
+    assert res.lam == path.lam and not path.at_bound
+    full = fit_rff(data, loss=Square(), lam=res.lam, **KW)  # the selected λ on all rows: the same closed form
+    np.testing.assert_allclose(res.coef, full.coef, rtol=1e-5, atol=1e-7 * np.abs(full.coef).max())
+
+
+def test_robust_selection_matches_separate_fits_and_the_direct_rule(corrupted):
+    """H_κ^2 on 10% outliers, λ and κ searched: every candidate (fitted from its neighbour's model) reaches the
+    objective of its own MM fit from the closed form on the training rows (the optimum of (P_rf): its coefficients
+    differ only along directions the objective barely sees), its held-out median score is the direct evaluation's, the
+    selection obeys the rule on those direct scores, and the final model is the MM optimum at the selected (λ, κ)
+    on all rows; it beats the square loss on clean test curves by a wide margin."""
+    d, data = corrupted
+    kw = dict(KW, tol=1e-10, max_passes=300)
+    res = fit_rff(data, loss=Huber(0.3, 2), lam="auto", lams=[1e-2, 1e-3, 1e-4, 1e-5], loss_params="auto", **kw)
+    path = res.path
+    assert path.param_name == "kappa" and len({c.param for c in path.candidates}) >= 3
+    assert any(c.passes > 1 for c in path.candidates)
+    direct, held = {}, RowSplit(10, True).mask(0, len(data.Y))
+    for c in path.candidates:
+        loss = Huber(c.param, 2)
+        ref = fit_rff((d.X_train[~held], data.Y[~held], d.theta), loss=loss, lam=c.lam, **kw)
+        J = objective(as_data((d.X_train[~held], data.Y[~held], d.theta)), ref.coef, ref.input_features,
+                      ref.output_features.transform(d.theta), loss, c.lam)  # fmt: skip
+        assert c.objective == pytest.approx(J, rel=1e-7)
+        direct[(c.lam, c.param)] = np.median(curve_mse(data.Y[held], ref.predict(d.X_train[held])))
+    np.testing.assert_allclose([c.score for c in path.candidates], list(direct.values()), rtol=1e-4)
+    _walk_is_consistent(path, lambda c: direct[(c.lam, c.param)])
+    assert res.loss == Huber(path.param, 2) and res.lam == path.lam
+    full = fit_rff(data, loss=res.loss, lam=res.lam, **kw)
+    np.testing.assert_allclose(res.coef, full.coef, rtol=1e-4, atol=1e-5 * np.abs(full.coef).max())
+    sq = fit_rff(data, loss=Square(), lam="auto", **KW)
+    err = np.mean(curve_mse(d.Y_test, res.predict(d.X_test)))
+    assert err < 0.5 * np.mean(curve_mse(d.Y_test, sq.predict(d.X_test)))
+
+
+def test_a_grid_edge_is_walked_past(corrupted):
+    _, data = corrupted
+    res = fit_rff(data, loss=Square(), lam="auto", lams=[1e-5, 1e-6], **KW)
+    path = res.path
+    assert path.log[0].startswith("λ from 1e-06: 1e-07") and min(c.lam for c in path.candidates) < 1e-7
+    assert res.lam < 1e-6 and not path.at_bound
+
+
+def test_auto_lambda_is_refused_for_dsgd_and_bad_grids(corrupted):
+    _, data = corrupted
+    with pytest.raises(ValueError, match="rff_method"):
+        fit_rff(data, loss=Huber(0.1, 2), lam="auto", rff_method="sgd", **KW)
+    with pytest.raises(ValueError, match="lams"):
+        fit_rff(data, lam="auto", lams=[1e-3], **KW)
+    with pytest.raises(ValueError, match="lam"):
+        fit_rff(data, lam="best", **KW)
+    with pytest.raises(ValueError, match="loss_params.*lam='auto'"):
+        fit_rff(data, loss=Huber(0.1, 2), lam=1e-3, loss_params="auto", **KW)
+    with pytest.raises(ValueError, match="loss_params.*no κ or ε"):
+        fit_rff(data, loss=Square(), lam="auto", loss_params="auto", **KW)
+    with pytest.raises(ValueError, match="loss_params"):
+        fit_rff(data, loss=Huber(0.1, 2), lam="auto", loss_params=[0.1, -1.0], **KW)
+
+
+def test_estimator_lam_auto_saves_its_choice(corrupted, tmp_path):
+    from rffor import FunctionalRegressor, load
+
+    d, data = corrupted
+    est = FunctionalRegressor(Huber(0.1, 2), kernel_x=KX, kernel_theta=KT, lam="auto", loss_params="auto",
+                              solver="rff", n_features_x=100, random_state=0, dtype="float64")  # fmt: skip
+    est.fit(d.X_train, data.Y, theta=d.theta)
+    ref = fit_rff((d.X_train, data.Y, d.theta), loss=Huber(0.1, 2), lam="auto", loss_params="auto", **KW)
+    assert est.lam_ == ref.lam and est.lam_path_["lams"] == [c.lam for c in ref.path.candidates]
+    assert est.loss_ == ref.loss and est.loss_.kappa == ref.path.param
+    np.testing.assert_array_equal(est.coef_, ref.coef)
+    back = load(est.save(tmp_path / "m.rffor"))
+    assert back.lam_ == est.lam_ and back.lam_path_ == est.lam_path_ and back.loss_ == est.loss_
+    np.testing.assert_array_equal(back.predict(d.X_test), est.predict(d.X_test))
+    with pytest.raises(ValueError, match="FunctionalRegressorCV"):
+        FunctionalRegressor(lam="auto", solver="admm").fit(d.X_train[:50], d.Y_train[:50])
+
+
+def _fit_and_cache_state(data, **kw):
+    """fit_rff, and this process's feature cache as it was when the fit ended (just before its release)."""
+    import rffor.solvers.rff as rff_mod
+    from rffor.solvers.feature_cache import cache_info
+
+    seen, release = [], rff_mod.release_task
+    rff_mod.release_task = lambda *args: seen.append(cache_info())
+    try:
+        out = fit_rff(data, **kw)
+    finally:
+        rff_mod.release_task = release
+    return out, (seen[0] if seen else None)
+
+
+def test_feature_cache_changes_the_time_not_the_bits(corrupted):
+    """Passes reuse the features kept by the process (:mod:`rffor.solvers.feature_cache`): the same model bit for
+    bit as without a cache, with a budget that holds every block or only some of them; the budget is respected
+    and the blocks are released when the fit ends."""
+    from rffor.solvers.feature_cache import cache_info
+
+    _, data = corrupted
+    kw = dict(KW, loss=Huber(0.1, 2), lam="auto", lams=[1e-2, 1e-3, 1e-4])
+    ref, none = _fit_and_cache_state(data, feature_cache=0, **kw)
+    assert none is None  # no cache, nothing to release
+    full, info = _fit_and_cache_state(data, **kw)
+    # every block (5 chunks x 2 sides of the split) is computed once, by the split sums' pass, and read from the
+    # cache by every later pass: the selection's MM passes (the 5 training blocks), its held-out passes and the
+    # refit's passes (both sides)
+    assert info["misses"] == 10 and info["hits"] >= 5 * full.path.passes + 10 * full.n_iter
+    block = 300 * 100 * 8  # one chunk of 300 rows, D_x = 100 float64 features
+    part, some = _fit_and_cache_state(data, feature_cache=3 * block, **kw)
+    assert some["bytes"] <= 3 * block and 0 < some["blocks"] < info["blocks"]
+    fit_rff(data, **kw)
+    assert cache_info()["blocks"] == 0  # released when the fit ended
+    for out in (full, part):
+        np.testing.assert_array_equal(out.coef, ref.coef)
+        assert [c.score for c in out.path.candidates] == [c.score for c in ref.path.candidates]
