@@ -1,24 +1,24 @@
 """Time to fit against the number of training curves n: the exact solver against the random-feature solver.
 
 Nonlinear synthetic data of MATH.md §7 (m = 100 output points, 100 input points) with 10% Type 2 outliers in the
-training curves; square loss and H_κ^2 (κ = 0.1) at a fixed λ, Gaussian kernels γ_X = 0.01, γ_Θ = 100.
+training curves; square loss and H_κ^2 (κ = 0.1), Gaussian kernels γ_X = 0.01, γ_Θ = 100; λ chosen by the library
+on one training curve in ten held out (the hashed split of ``lam="auto"``), the time of a fit including it.
 
-- Exact solver (solver="admm"): the square loss is the closed form (one eigendecomposition of the n × n Gram
-  matrix, O(n³) time, O(n²) memory); H_κ^2 adds ADMM iterations of O(n² m) each. n doubles until one fit takes
-  longer than ``--max-fit-seconds`` or the Gram matrix would not fit in memory; beyond that the time is
-  extrapolated with the O(n³) trend fitted on the measured points.
-- Random-feature solver (solver="rff", D_x random Fourier features, exact output factor): the square loss is one
-  pass of O(n D_x²); H_κ^2 runs DSGD epochs of O(n D_x D_θ). n grows tenfold in memory up to ``--rff-max-n`` or
-  the same time limit; then one out-of-core size (``--rff-store-n``, default 10^7 curves, 8 GB) is written block
-  by block to a Zarr store (same curves, outliers drawn per block of 100,000) and fitted from it in the same
-  single process (``n_partitions=1``), with no time limit.
+- Exact solver (ADMM): ``FunctionalRegressorCV`` with that split as its one fold (one eigendecomposition of the
+  training rows' Gram matrix for every λ, O(n³) time, O(n²) memory; H_κ^2 adds ADMM iterations of O(n² m) each),
+  then the refit on all rows. n doubles until one fit takes longer than ``--max-fit-seconds`` or the Gram matrix
+  would not fit in memory; beyond that the time is extrapolated with the O(n³) trend of the measured points.
+- Random-feature solver (Nyström features on M centres, exact output factor, ``lam="auto"``): the square loss in
+  closed form (one pass of O(n M²)), H_κ^2 by warm-started MM candidates (passes of O(n M D_θ)). n grows tenfold in
+  memory up to ``--rff-max-n`` or the same time limit, in one process; ``--rff-store-n`` adds one out-of-core size
+  from a Zarr store (benchmarks/learning_curve.py ``--store-n`` fits 10^7 curves on a LocalCluster).
 
 Both are scored on the same 2000 clean test curves where both run. Writes the ``scale`` block of
 benchmarks/README.md, benchmarks/figures/scale.png and benchmarks/results/scale.json.
 
 Usage::
 
-    python benchmarks/scale.py            # exact to n = 8000, rff to 10^6 in memory and 10^7 from disk (~30 min)
+    python benchmarks/scale.py            # exact to n = 8000, rff to 10^6 in memory
     python benchmarks/scale.py --quick
 """
 
@@ -51,11 +51,14 @@ from _common import (  # noqa: E402
     write_section,
     write_zarr_blocks,
 )
+from sklearn.model_selection import PredefinedSplit  # noqa: E402
 
 from rffor import FunctionalRegressor  # noqa: E402
+from rffor.chunked import RowSplit  # noqa: E402
 from rffor.datasets import add_outliers, make_synthetic, sample_synthetic  # noqa: E402
 from rffor.kernels import Gaussian  # noqa: E402
 from rffor.losses import Huber, Square  # noqa: E402
+from rffor.model_selection import FunctionalRegressorCV  # noqa: E402
 
 GAMMA_X, GAMMA_THETA = 0.01, 100.0
 
@@ -105,17 +108,25 @@ def write_store(path: Path, n: int, seed: int):
 
 
 def fit_one(loss_name, solver, n, X, Y, X_test, Y_test, args):
+    """One fit with λ chosen by the library on one curve in ten held out (the hashed split of ``lam="auto"``):
+    ``FunctionalRegressorCV`` with that split as its one fold for the exact solver, ``lam="auto"`` for random
+    features; the time includes the selection."""
     loss = Square() if loss_name == "square" else Huber(kappa=args.kappa, p=2)
-    kw = dict(kernel_x=Gaussian(GAMMA_X), kernel_theta=Gaussian(GAMMA_THETA), lam=args.lam, solver=solver)
-    if solver == "rff":
-        # one partition: in process (a multi-chunk store would otherwise go to an embedded Dask cluster)
-        kw.update(n_features_x=args.n_features, random_state=0, n_epochs=args.n_epochs, n_partitions=1)
-    else:
-        kw.update(tol=args.tol)
+    kw = dict(kernel_x=Gaussian(GAMMA_X), kernel_theta=Gaussian(GAMMA_THETA))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         t0 = time.perf_counter()
-        est = FunctionalRegressor(loss, **kw).fit(X, Y) if Y is not None else FunctionalRegressor(loss, **kw).fit(X)
+        if solver == "rff":
+            # one partition: in process (a multi-chunk store would otherwise go to an embedded Dask cluster)
+            est = FunctionalRegressor(loss, solver="rff", lam="auto", input_features="nystrom",
+                                      n_features_x=args.n_features, random_state=0, n_partitions=1, **kw)  # fmt: skip
+            est.fit(X, Y) if Y is not None else est.fit(X)
+            lam, candidates = est.lam_, len(est.lam_path_["lams"])
+        else:
+            split = PredefinedSplit(np.where(RowSplit(10, True).mask(0, len(Y)), 0, -1))
+            cv = FunctionalRegressorCV(loss, lams=[10.0**-k for k in range(5, 11)], cv=split, solver=solver,
+                                       tol=args.tol, max_extensions=8, **kw).fit(X, Y)  # fmt: skip
+            est, lam, candidates = cv.best_estimator_, cv.lam_, len(cv.cv_results_["lam"])
         fit_time = time.perf_counter() - t0
     t0 = time.perf_counter()
     Y_hat = est.predict(X_test)
@@ -127,12 +138,14 @@ def fit_one(loss_name, solver, n, X, Y, X_test, Y_test, args):
         fit_time=fit_time,
         predict_time=predict_time,
         nmse=nmse(Y_test, Y_hat),
+        lam=lam,
+        candidates=candidates,
         n_iter=int(est.n_iter_),
         warnings=len(caught),
     )
     print(
-        f"  {solver:5s} {loss_name:6s} n={n:>8d}: fit {fit_time:8.2f} s, NMSE {rec['nmse']:.4g}, "
-        f"{rec['n_iter']} iterations/steps",
+        f"  {solver:5s} {loss_name:6s} n={n:>8d}: fit {fit_time:8.2f} s, NMSE {rec['nmse']:.4g}, λ {lam:.2g} "
+        f"({candidates} candidates)",
         flush=True,
     )
     return rec, Y_hat
@@ -198,11 +211,9 @@ def plot(records, extrap, path: Path) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser)
-    parser.add_argument("--lam", type=float, default=1e-6)
     parser.add_argument("--kappa", type=float, default=0.1)
     parser.add_argument("--tol", type=float, default=1e-6, help="exact solver: relative duality gap")
-    parser.add_argument("--n-features", type=int, default=1000, help="rff: D_x (default 1000)")
-    parser.add_argument("--n-epochs", type=float, default=10, help="rff: DSGD epochs for H_κ^2 (default 10)")
+    parser.add_argument("--n-features", type=int, default=1000, help="rff: Nyström centres M (default 1000)")
     parser.add_argument(
         "--max-fit-seconds",
         type=float,
@@ -212,7 +223,10 @@ def main(argv=None) -> int:
     parser.add_argument("--exact-max-n", type=int, default=8000)
     parser.add_argument("--rff-max-n", type=int, default=1_000_000, help="rff: largest n in memory")
     parser.add_argument(
-        "--rff-store-n", type=int, default=10_000_000, help="rff: n fitted from a Zarr store on disk (0: none)"
+        "--rff-store-n",
+        type=int,
+        default=0,
+        help="rff: n fitted from a Zarr store on disk (0: none; benchmarks/learning_curve.py --store-n fits 10^7)",
     )
     parser.add_argument("--store-dir", type=Path, default=None, help="where to write that store (default: tmp)")
     parser.add_argument("--n-test", type=int, default=2000)
@@ -314,22 +328,32 @@ def main(argv=None) -> int:
         for solver in ("exact", "rff"):
             for loss in ("square", "huber2"):
                 r = get.get((solver, loss, n))
-                row.append(f"{fmt(r['fit_time'])} s / {fmt(r['nmse'])}" if r else "—")
+                row.append(f"{fmt(r['fit_time'])} s / {fmt(r['nmse'])} / {r['lam']:.0e}" if r else "—")
         r_e, r_f = get.get(("exact", "huber2", n)), get.get(("rff", "huber2", n))
         row.append(fmt(r_e["fit_time"] / r_f["fit_time"], 2) if r_e and r_f else "—")
         rows.append(row)
-    headers = ["n", "exact square: fit / NMSE", "exact H_κ^2", "rff square", "rff H_κ^2", "exact / rff time (H_κ^2)"]
+    headers = [
+        "n",
+        "exact square: fit / NMSE / λ",
+        "exact H_κ^2",
+        "rff square",
+        "rff H_κ^2",
+        "exact / rff time (H_κ^2)",
+    ]
     lines = [
         "### Scale: time to fit against n",
         "",
         provenance(info, load_end=os.getloadavg()),
         "",
         f"Nonlinear synthetic data (MATH.md §7), m = 100, 10% Type 2 outliers in training, {args.n_test} clean test "
-        f"curves; λ = {args.lam:g}, H_κ^2 with κ = {args.kappa:g}; exact solver ADMM to a relative gap of "
-        f"{args.tol:g}; rff: D_x = {args.n_features} random Fourier features, exact output factor, DSGD "
-        f"{args.n_epochs:g} epochs for H_κ^2 (the square loss is its one-pass closed form). Cells: wall time of "
-        "fit / clean test NMSE. Single process, BLAS threads as below; the machine was shared, so read times as "
-        "ratios within this table."
+        f"curves; H_κ^2 with κ = {args.kappa:g}; λ chosen on one training curve in ten held out (the hashed split "
+        "of `lam='auto'`; median held-out curve MSE for H_κ^2, mean for the square loss): exact solver ADMM to a "
+        f"relative gap of {args.tol:g} with `FunctionalRegressorCV(lams=1e-5 … 1e-10, cv=PredefinedSplit(that "
+        "split))`, edges extended; rff: Nyström features on "
+        f"{args.n_features} centres, exact output factor, `lam='auto'` (closed forms for the square loss, "
+        "warm-started MM candidates for H_κ^2, refit on all rows). Cells: wall time of fit including the selection "
+        "/ clean test NMSE / selected λ. Single process, BLAS threads as below; the machine was shared, so read "
+        "times as ratios within this table."
         + (
             f" The n = {store_info['n']:,} row is fitted out of core from a Zarr store (float32, chunks of "
             f"{store_info['chunk_rows']:,} curves, written in {store_info['write_seconds']:.0f} s by Dask from the "

@@ -615,7 +615,7 @@ def cmd_demo(args) -> int:
         common.update(solver="rff", lam="auto", input_features="nystrom", n_features_x=cfg["n_features_x"])
     else:
         common.update(solver="admm", lam=cfg["lam"])
-    losses = {"square": Square(), f"huber2 (κ={cfg['kappa']:g})": Huber(kappa=cfg["kappa"], p=2)}
+    losses = {"square": Square(), "huber2": Huber(kappa=cfg["kappa"], p=2)}
 
     # 1. data ------------------------------------------------------------------------------------------------
     stage(f"generating {n} training curves (nonlinear GP generator, {m} points, noise 0.1) with "
@@ -655,11 +655,14 @@ def cmd_demo(args) -> int:
                     )
                 else:
                     how = (
-                        f"Nyström features (M = {cfg['n_features_x']}): λ chosen on 1 curve in 10 held out, "
-                        "majorize-minimize passes over all curves, each pass's gradient map-reduced on the workers"
+                        f"Nyström features (M = {cfg['n_features_x']}): λ and κ (from {cfg['kappa']:g}) chosen on 1 "
+                        "curve in 10 held out, every candidate and the final model fitted by majorize-minimize passes, "
+                        "each pass's gradient map-reduced on the workers"
                     )
                 stage(f"training the {label} model with {how}")
                 extra = {"client": conn.client} if conn is not None else {}
+                if use_rff and not loss.is_square:
+                    extra["loss_params"] = "auto"
                 est = FunctionalRegressor(loss, verbose=0 if args.quiet else 1, **common, **extra)
                 t0 = time.perf_counter()
                 if use_rff:
@@ -686,12 +689,14 @@ def cmd_demo(args) -> int:
     for label, est in [*fitted.items(), (reference, fitted_ref)]:
         P = preds.get(label, np.asarray(est.predict(syn.X_test), dtype=np.float64))
         err = mse(syn.Y_test, P)
-        rows.append([label, f"{err:.4f}", f"{err / m:.5f}", f"{est.score(syn.X_test, syn.Y_test):.3f}",
-                     *_demo_fit_columns(est), f"{timings[label]:.1f}"])  # fmt: skip
+        kappa = getattr(est.loss_, "kappa", None)
+        rows.append([label, "—" if kappa is None else f"{kappa:.3g}", f"{err:.4f}", f"{err / m:.5f}",
+                     f"{est.score(syn.X_test, syn.Y_test):.3f}", *_demo_fit_columns(est),
+                     f"{timings[label]:.1f}"])  # fmt: skip
     print()
     print(f"Test error on clean curves: {n} training curves with {outlier_label(args.outliers)}, "
           f"{'random-feature' if use_rff else 'exact ADMM'} solver")  # fmt: skip
-    print(_format_table(["model", "test MSE", "NMSE", "R2", "λ", "passes", "objective start → end", "fit (s)"],
+    print(_format_table(["model", "κ", "test MSE", "NMSE", "R2", "λ", "passes", "objective start → end", "fit (s)"],
                         rows))  # fmt: skip
     print()
     for label, est in fitted.items():
@@ -713,7 +718,7 @@ def cmd_demo(args) -> int:
 
 def _demo_fit_columns(est) -> list[str]:
     """λ, passes over the data and the objective J of (P_rf) at the start and end of the final fit (the random-
-    feature solver; the λ path's passes, fitted on 90% of the curves, come first)."""
+    feature solver; the selection's passes, on 90% of the curves, come first)."""
     lam = getattr(est, "lam_", est.lam)
     history = getattr(est, "rff_history_", None)
     if not history:
@@ -721,7 +726,7 @@ def _demo_fit_columns(est) -> list[str]:
     path = getattr(est, "lam_path_", None) or {}
     if est.rff_method_ == "closed_form":
         passes = "1 (sums)"
-    else:  # the λ path's lockstep MM passes on 90% of the curves, then the refit's on all of them
+    else:  # the selection's MM passes on 90% of the curves, then the refit's on all of them
         passes = f"{path.get('passes', 0)} + {est.n_iter_}" if path else f"{est.n_iter_}"
     return [f"{lam:.0e}", passes, f"{history[0]['objective']:.4g} → {history[-1]['objective']:.4g}"]
 
@@ -842,7 +847,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="training outliers: type 1, 2 or 3, fraction TAU, PARAM = ζ (type 2) or ξ (type 3); 'none'",
     )
     p.add_argument("--out", default="rffor-demo-out", help="directory for the plots and the two saved models")
-    p.add_argument("--kappa", type=_float_in(0, low_open=True), default=0.15, help="Huber threshold κ (output units)")
+    p.add_argument("--kappa", type=_float_in(0, low_open=True), default=0.15,
+                   help="Huber threshold κ (output units): where the random-feature solver's selection starts, "
+                        "the value of --exact")  # fmt: skip
     p.add_argument("--quick", action="store_true", help="a small, fast run (for tests)")
     p.add_argument(
         "--exact",

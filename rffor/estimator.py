@@ -65,6 +65,10 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         With ``lam="auto"``: also choose the loss's κ (Huber) or ε (ε-insensitive) on the same held-out curves,
         walking from the loss's own value ("auto": by half decades; a sequence: along its values, continued past
         its ends); the chosen loss is ``loss_``.
+    selection_rows : int or None, default 200000
+        rff with ``lam="auto"`` on more rows than this: the selection runs on about this many rows of whole chunks
+        spread over the data, and the selected λ is scaled by the ratio of rows for the fit on all rows
+        (:func:`rffor.solvers.rff.fit_rff`). None: select on all rows.
     solver : {"auto", "admm", "apgd", "rff"}, default "auto"
         "admm" and "apgd" solve the exact dual (MATH.md §3.1b, §3.1); "rff" the random-feature model (§5).
         "auto" picks "admm" for in-memory data with n <= 5000 curves and "rff" otherwise (or for a Dataset).
@@ -199,6 +203,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         "kernel_theta": [Kernel, None],
         "lam": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "loss_params": [StrOptions({"auto"}), "array-like", None],
+        "selection_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "solver": [StrOptions({"auto", "rff", *EXACT_SOLVERS})],
         "representation": [StrOptions({"splines", "eigen"})],
         "n_eig": [Interval(numbers.Integral, 1, None, closed="left"), None],
@@ -238,6 +243,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         kernel_theta=None,
         lam=1e-4,
         loss_params=None,
+        selection_rows=RFF_DEFAULTS["selection_rows"],
         solver="auto",
         representation="splines",
         n_eig=None,
@@ -273,6 +279,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.kernel_theta = kernel_theta
         self.lam = lam
         self.loss_params = loss_params
+        self.selection_rows = selection_rows
         self.solver = solver
         self.representation = representation
         self.n_eig = n_eig
@@ -464,6 +471,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             kernel_theta=self.kernel_theta_,
             lam=self.lam,
             loss_params=self.loss_params,
+            selection_rows=self.selection_rows,
             n_features_x=self.n_features_x,
             input_features=self.input_features,
             output_features=self.output_features,

@@ -535,6 +535,19 @@ def test_hung_round_is_detected_and_reported(client, store):
     assert time.perf_counter() - tic < 20
 
 
+def test_auto_timeout_is_per_kind_of_pass():
+    """round-timeout "auto": a pass of a kind not yet timed gets 30 minutes (a first pass over new rows computes and
+    caches their features), then max(2 minutes, 20x the slowest pass of its kind), whatever other kinds took."""
+    from rffor.executor.dask import DaskExecutor, _pass_kind
+
+    ex = DaskExecutor(round_timeout="auto")
+    seconds = {_pass_kind("Nyström centres"): [0.5], _pass_kind("pass 1"): [3.0, 12.0]}
+    assert ex._timeout(seconds, "closed form sums (training and held-out rows)") == 1800.0
+    assert ex._timeout(seconds, "pass 17") == 240.0
+    assert ex._timeout(seconds, "Nyström centres") == 120.0
+    assert DaskExecutor(round_timeout=5)._timeout(seconds, "pass 2") == 5.0
+
+
 def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     ck = tmp_path / "a.ckpt"
     s1 = SGDState.from_coef(np.ones((4, 3)), "float32", t=5)

@@ -199,3 +199,20 @@ def test_feature_cache_changes_the_time_not_the_bits(corrupted):
     for out in (full, part):
         np.testing.assert_array_equal(out.coef, ref.coef)
         assert [c.score for c in out.path.candidates] == [c.score for c in ref.path.candidates]
+
+
+def test_selection_on_a_subsample_of_chunks_scales_lambda_for_all_rows(corrupted):
+    """``selection_rows`` below n: the selection reads only whole chunks spread over the data (its held-out and
+    training rows there), and the fit on all rows uses λ scaled by the ratio of rows (λ·n constant); that final
+    model is the optimum of (P_rf) on all rows at the scaled λ and the selected κ."""
+    d, data = corrupted
+    kw = dict(KW, tol=1e-10, max_passes=300)
+    res = fit_rff(data, loss=Huber(0.3, 2), lam="auto", loss_params="auto", selection_rows=500, **kw)
+    path = res.path
+    assert path.n_train + path.n_held == 600  # 2 of the 5 chunks of 300 rows
+    assert res.lam == pytest.approx(path.lam * path.n_train / 1500, rel=1e-5)
+    assert res.loss == Huber(path.param, 2)
+    full = fit_rff(data, loss=res.loss, lam=res.lam, **kw)
+    phi, Pt = full.input_features, full.output_features.transform(d.theta)
+    J = objective(data, res.coef, phi, Pt, res.loss, res.lam)
+    assert J == pytest.approx(objective(data, full.coef, phi, Pt, res.loss, res.lam), rel=1e-8)

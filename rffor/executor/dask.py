@@ -33,7 +33,9 @@ One helper (:meth:`_DaskSession._run`) runs every pass with the same rules:
 - the scheduler lost (the client is no longer connected): :class:`~rffor.executor.SchedulerLostError` at once, no
   retry (:func:`rffor.solvers.rff.fit_rff` adds which round its checkpoint holds and how to resume);
 - a pass taking longer than ``round_timeout`` (Dask config ``rffor.round-timeout``; "auto": 30 minutes for the
-  first pass, then max(2 minutes, 20x the slowest completed pass)): :class:`~rffor.executor.RoundTimeoutError`
+  first pass of a kind, then max(2 minutes, 20x the slowest completed pass of that kind: passes of one kind, named
+  alike up to their numbers, do the same work, while a first pass over new rows computes their features and a
+  later one may read them from the cache)): :class:`~rffor.executor.RoundTimeoutError`
   naming the partitions still pending and where they run;
 - a task's own exception (bad data, out of memory): raised unchanged, with its traceback.
 
@@ -53,6 +55,7 @@ import logging
 import numbers
 import os
 import pickle
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -371,18 +374,25 @@ class DaskExecutor:
             finally:
                 session.close()
 
-    def _timeout(self, seconds: list[float]) -> float:
+    def _timeout(self, seconds: dict[str, list[float]], label: str | None = None) -> float:
+        """The time a pass named ``label`` may take (module docstring); ``seconds``: completed passes by kind."""
         if self.round_timeout is not None:
             return self.round_timeout
-        if not seconds:
+        done = seconds.get(_pass_kind(label), []) if label is not None else [t for v in seconds.values() for t in v]
+        if not done:
             return 1800.0
-        return max(120.0, 20.0 * max(seconds))
+        return max(120.0, 20.0 * max(done))
 
     def _say(self, text: str) -> None:
         if self.progress is not None:
             self.progress.warning(text)
         else:
             logger.warning("%s", text)
+
+
+def _pass_kind(label: str) -> str:
+    """Passes named alike up to their numbers ("pass 3", "pass 4") are of one kind (the same work)."""
+    return re.sub(r"\d+", "#", label)
 
 
 class _Packed:
@@ -426,7 +436,7 @@ class _DaskSession:
         self.partitions = partitions
         self.description = f"{conn.description}, {threads} worker thread(s)"
         self.name = f"rffor-{uuid.uuid4().hex[:8]}"
-        self.pass_seconds: list[float] = []
+        self.pass_seconds: dict[str, list[float]] = {}
         self.reruns = 0
         self._handles: list[_Handle] = []
         self._inline = bool(data.workers_can_read)
@@ -552,7 +562,7 @@ class _DaskSession:
                     pure=False,
                     **where,
                 )
-            timeout = self.executor._timeout(self.pass_seconds)
+            timeout = self.executor._timeout(self.pass_seconds, label)
             try:
                 with client.as_current():  # distributed.wait uses the current client, not necessarily ours
                     wait(list(futures.values()), timeout=timeout)
@@ -569,7 +579,7 @@ class _DaskSession:
         finally:
             with contextlib.suppress(Exception):
                 client.cancel(list(futures.values()))
-        self.pass_seconds.append(time.perf_counter() - tic)
+        self.pass_seconds.setdefault(_pass_kind(label), []).append(time.perf_counter() - tic)
         return [values.get(p) for p in range(len(selected))]
 
     def _worker_slots(self) -> list[str]:

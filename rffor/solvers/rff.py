@@ -43,7 +43,7 @@ from .closed_form import sylvester_features
 from .dsgd import Preconditioner, SGDConfig, SGDState, epoch_steps, partition_steps
 from .feature_cache import cached_block, release_task
 from .mm import MMRun, SquareMetric, grad_task, mm_steps
-from .selection import DEFAULT_LAMS, both_sides_grad_task, select_hyperparameters
+from .selection import DEFAULT_LAMS, both_sides_grad_task, select_hyperparameters, split_sums_task
 
 __all__ = [
     "RFF_DEFAULTS",
@@ -88,6 +88,7 @@ RFF_DEFAULTS: dict[str, Any] = {
     "lams": None,
     "loss_params": None,
     "holdout": 10,
+    "selection_rows": 200_000,
     "feature_cache": 2**32,
 }
 
@@ -777,6 +778,7 @@ def fit_rff(
     lams=RFF_DEFAULTS["lams"],
     loss_params=RFF_DEFAULTS["loss_params"],
     holdout: int = RFF_DEFAULTS["holdout"],
+    selection_rows: int | None = RFF_DEFAULTS["selection_rows"],
     n_features_x: int = RFF_DEFAULTS["n_features_x"],
     input_features: str = RFF_DEFAULTS["input_features"],
     output_features: str = RFF_DEFAULTS["output_features"],
@@ -837,6 +839,12 @@ def fit_rff(
         continued past its ends). The chosen loss is ``RFFResult.loss``.
     holdout : int, default 10
         ``lam="auto"``: about one row in ``holdout`` is held out to score the grid (:class:`rffor.chunked.RowSplit`).
+    selection_rows : int or None, default 200000
+        ``lam="auto"`` on more rows than this: the selection runs on the rows of whole chunks spread evenly over the
+        data, about this many (:func:`init_chunks`; their training and held-out rows), and the selected λ is scaled
+        by the ratio of those rows to all rows for the fit on all rows (the ridge penalty of a finite-dimensional
+        model is worth the same against ``n`` times the average loss: λ·n constant). Each selection pass then
+        costs the same whatever n; the fit on all rows starts from the selected model. None: select on all rows.
     n_features_x : int, default 1000
         D_x (even) for random features; the number of centres M for Nyström (D_x = M:
         :class:`~rffor.features.NystromFeatures` keeps every direction of the centres' span).
@@ -929,6 +937,8 @@ def fit_rff(
         if len(lams) < 2:
             raise ValueError(f"lams must hold at least 2 values for lam='auto', got {len(lams)}")
         check_int(holdout, "holdout", 2)
+        if selection_rows is not None:
+            check_int(selection_rows, "selection_rows", 1)
     else:
         lam = check_real(lam, "lam", low=0, low_open=True)
     params = _loss_param_grid(loss_params, loss, lam)
@@ -973,7 +983,7 @@ def fit_rff(
     settings = _settings(
         loss=loss, kernel_x=kernel_x, kernel_theta=kernel_theta, lam=lam, n_features_x=n_features_x,
         input_features=input_features, lams=list(lams) if lam == "auto" else None, loss_params=params,
-        holdout=holdout if lam == "auto" else None,
+        holdout=holdout if lam == "auto" else None, selection_rows=selection_rows if lam == "auto" else None,
         output_features=output_features, n_features_theta=n_features_theta, output_rank_tol=output_rank_tol,
         batch_size=batch_size, n_epochs=n_epochs, max_steps=max_steps, n_theta_samples=n_theta_samples,
         step_size=step_size, step_decay=step_decay, step_offset=step_offset, average_start=average_start,
@@ -1116,14 +1126,28 @@ def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint
                 if saved.info.get("loss_param") is not None:
                     loss = loss.with_param(saved.info["loss_param"])
             else:
+                rows_cap = s["selection_rows"]
+                chunks = None if rows_cap is None or data.n <= rows_cap else init_chunks(data, rows_cap)
                 sel = select_hyperparameters(
                     run, maps, C_theta, loss, s["lams"], params=s["loss_params"], m=m, split=split, tol=s["tol"],
-                    max_passes=s["max_passes"], progress=progress,
+                    max_passes=s["max_passes"], chunks=chunks, progress=progress,
                 )  # fmt: skip
-                lam, sums, B0 = sel.lam, sel.sums.train + sel.sums.held, sel.coef
+                lam, B0 = sel.lam, sel.coef
                 if sel.param is not None:
                     loss = loss.with_param(sel.param)
                 result["path"] = sel
+                if chunks is None:
+                    sums = sel.sums.train + sel.sums.held
+                else:  # the sums of all rows, both sides of the split (the selection's cached features reused)
+                    tic = time.perf_counter()
+                    sums = _sums(run, maps, split, "closed form sums (all rows)")
+                    lam = float(f"{sel.lam * sel.n_train / sums.n:.6g}")
+                    progress.message(
+                        f"selection ran on {sel.n_train + sel.n_held} curves of {len(chunks)} of {data.n_chunks} "
+                        f"chunks; λ = {sel.lam:.0e} scaled by {sel.n_train} / {sums.n} curves to λ = {lam:.3g} for "
+                        f"all of them (λ·n constant); feature sums of all curves computed by the partition tasks "
+                        f"({time.perf_counter() - tic:.1f} s)"
+                    )
                 progress.message(f"now fitting the selected model on all {sums.n} curves")
             info["lam"] = lam
             info["loss_param"] = None if loss.param_name is None else float(getattr(loss, loss.param_name))
@@ -1134,7 +1158,7 @@ def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint
         elif loss.is_square and method in ("closed_form", "mm"):
             tic = time.perf_counter()
             if sums is None:
-                sums = run.reduce(sums_task, maps, label="closed form")
+                sums = _sums(run, maps, split, "closed form")
             B0 = closed_form_from_sums(sums, C_theta, lam, m)
             J0 = square_objective_from_sums(sums, B0, C_theta, lam, m)
             seconds = time.perf_counter() - tic
@@ -1183,7 +1207,7 @@ def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint
             )
         if sums is None and (method == "mm" or s["precondition_rank"] > 0):
             # resumed, or started from zero: the feature covariance for the metric or the preconditioner
-            sums = run.reduce(sums_task, maps, chunks=init_chunks(data, rows), label="covariance")
+            sums = _sums(run, maps, split, "covariance", chunks=init_chunks(data, rows))
         if method == "mm":
             return _mm_passes(
                 run, data, maps, Phi_theta, loss, lam, C_theta, P, s, B0, start, sums, tracker, result, split
@@ -1191,6 +1215,15 @@ def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint
         return _dsgd_rounds(run, data, Phi_theta, loss, lam, C_theta, P, s, B0, start, sums, tracker, result)
     except SchedulerLostError as exc:
         raise tracker.lost_scheduler(exc) from exc
+
+
+def _sums(run, maps, split, label: str, chunks=None) -> FeatureSums:
+    """Closed-form sums over the rows of ``chunks`` (default all), read side by side of ``split`` when given (the
+    cache keys and summation order of a fit with ``lam="auto"``, resumed or not)."""
+    if split is None:
+        return run.reduce(sums_task, maps, chunks=chunks, label=label)
+    both = run.reduce(split_sums_task, maps, split, chunks=chunks, label=label)
+    return both.train + both.held
 
 
 def _mm_passes(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, B0, start, sums, tracker, result, split=None):

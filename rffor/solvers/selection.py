@@ -275,6 +275,7 @@ def select_hyperparameters(
     max_passes: int,
     plateau: float = 0.01,
     max_rounds: int = 3,
+    chunks=None,
     progress=None,
 ) -> Selection:
     """Choose λ (and the loss's κ or ε when ``params`` is given) on the held-out rows of ``split`` (module
@@ -301,6 +302,8 @@ def select_hyperparameters(
         A step of a walk is taken only if it lowers the held-out score by at least this fraction.
     max_rounds : int, default 3
         Coordinate-search rounds (λ then the loss parameter) at most.
+    chunks : sequence of int, optional
+        Select on these chunks' rows only (both sides of the split); default all.
     progress : rffor.progress.Progress, optional
 
     Returns
@@ -309,7 +312,9 @@ def select_hyperparameters(
     """
     say = progress.message if progress is not None else (lambda _: None)
     tic = time.perf_counter()
-    sums = run.reduce(split_sums_task, maps, split, label="closed form sums (training and held-out rows)")
+    sums = run.reduce(
+        split_sums_task, maps, split, chunks=chunks, label="closed form sums (training and held-out rows)"
+    )
     tr = sums.train
     if tr.n == 0 or sums.held.n == 0:
         raise ValueError(
@@ -330,7 +335,7 @@ def select_hyperparameters(
     p0 = None if param_name is None else float(getattr(loss, param_name))
     search = _Search(run, maps, metric, M, tr, C_theta, m, loss, param_name, train, held, score_name, tol,
                      max_passes, say)  # fmt: skip
-    search.plateau = float(plateau)
+    search.plateau, search.chunks = float(plateau), chunks
 
     # every λ of the starting grid in closed form, scored in one pass over the held-out rows
     grid = sorted({float(v) for v in lams}, reverse=True)
@@ -388,7 +393,7 @@ class _Search:
         self.C_theta, self.m, self.loss, self.param_name = C_theta, m, loss, param_name
         self.train, self.held, self.score_name = train, held, score_name
         self.tol, self.max_passes, self.say = tol, max_passes, say
-        self.plateau = 0.01
+        self.plateau, self.chunks = 0.01, None
         self.bounded: dict[str, bool] = {}
         self.candidates: list[Candidate] = []
         self.index: dict[tuple, int] = {}
@@ -398,7 +403,9 @@ class _Search:
         """Held-out scores of K models (one pass over the held-out rows)."""
         handle = self.run.share(np.ascontiguousarray(Bs))
         try:
-            errors = self.run.map(_held_errors_task, self.held, self.maps, handle, label="held-out errors")
+            errors = self.run.map(
+                _held_errors_task, self.held, self.maps, handle, chunks=self.chunks, label="held-out errors"
+            )
         finally:
             self.run.release(handle)
         E = np.concatenate([e for e in errors if e is not None], axis=1)  # (K, held rows)
@@ -438,7 +445,9 @@ class _Search:
         def gradient_pass(B):
             handle = self.run.share(np.ascontiguousarray(B))
             try:
-                return self.run.reduce(_train_grad_task, self.train, self.maps, handle, loss, label="selection pass")
+                return self.run.reduce(
+                    _train_grad_task, self.train, self.maps, handle, loss, chunks=self.chunks, label="selection pass"
+                )
             finally:
                 self.run.release(handle)
 
