@@ -170,14 +170,15 @@ def rffor_robust(X, Y, X_test, Y_test, args, client, n):
     est, seconds = rffor_fit(X, Y, Huber(KAPPA0, 2), args, client, loss_params="auto")
     path = est.lam_path_
     history = est.rff_history_
-    best = path["scores"][[i for i, c in enumerate(path["lams"]) if c == est.lam_ and path["params"][i] ==
-                           est.loss_.kappa][0]]  # fmt: skip
+    best = next(v for v, lam, p in zip(path["scores"], path["lams"], path["params"], strict=True)
+                if lam == path["lam"] and p == path["param"])  # fmt: skip
     return dict(
         method="rffor",
         data="corrupted",
         n=n,
         kappa=est.loss_.kappa,
         lam=est.lam_,
+        lam_selected=path["lam"],
         held_out=best,
         closed_form_held_out=min(path["closed_forms"]["scores"]),
         nmse=nmse(Y_test, est.predict(X_test)),
@@ -320,9 +321,9 @@ def plot(records, path: Path) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser)
-    parser.add_argument("--ns", type=int, nargs="+", default=[10_000, 30_000, 100_000, 300_000, 1_000_000])
-    parser.add_argument("--clean-ns", type=int, nargs="+", default=[100_000, 1_000_000])
-    parser.add_argument("--exact-ns", type=int, nargs="+", default=[1000, 2000, 4000])
+    parser.add_argument("--ns", type=int, nargs="*", default=[10_000, 30_000, 100_000, 300_000, 1_000_000])
+    parser.add_argument("--clean-ns", type=int, nargs="*", default=[100_000, 1_000_000])
+    parser.add_argument("--exact-ns", type=int, nargs="*", default=[1000, 2000, 4000])
     parser.add_argument("--n-centres", type=int, default=1000, help="M, Nyström centres of rffor and scikit-learn")
     parser.add_argument(
         "--exact-extensions",
@@ -465,7 +466,8 @@ def report(records, args, info, fig, argv=None) -> str:
             "loss_params='auto', cv=PredefinedSplit(the same held-out curves))` (ADMM; λ 1e-6 … 1e-10 and κ grids "
             "extended past a winning end). scikit-learn: `Nystroem(M = "
             f"{args.n_centres})` features and a ridge regression per output (α from 1e-8 … 1e2 by the same walk; "
-            f"normal equations by Cholesky, as `Ridge(solver='cholesky')`, checked equal at n = {args.ns[0]:,}), "
+            "normal equations by Cholesky, as `Ridge(solver='cholesky')`, checked equal on "
+            f"{min([20_000, *args.ns[:1]]):,} rows), "
             f"BLAS threads {args.threads}. Times include selection.",
             "",
             "Corrupted training data, test NMSE (time; selection):",

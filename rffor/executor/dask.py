@@ -438,6 +438,9 @@ class _DaskSession:
         self.name = f"rffor-{uuid.uuid4().hex[:8]}"
         self.pass_seconds: dict[str, list[float]] = {}
         self.reruns = 0
+        # task keys are unique per pass: a key reused while the scheduler still forgets the previous pass's (cancelled
+        # at its end) gets the new task cancelled too ("reason: unknown"), seen with passes named alike
+        self._passes = 0
         self._handles: list[_Handle] = []
         self._inline = bool(data.workers_can_read)
         # the data of partition p as its tasks receive it: the dataset itself (a small description whose tasks
@@ -558,7 +561,7 @@ class _DaskSession:
                     p,
                     ids,
                     *resolved,
-                    key=f"{self.name}-{label.replace(' ', '-')}-p{p}-a{attempt}",
+                    key=f"{self.name}-{self._passes}-{label.replace(' ', '-')}-p{p}-a{attempt}",
                     pure=False,
                     **where,
                 )
@@ -579,6 +582,7 @@ class _DaskSession:
         finally:
             with contextlib.suppress(Exception):
                 client.cancel(list(futures.values()))
+        self._passes += 1
         self.pass_seconds.setdefault(_pass_kind(label), []).append(time.perf_counter() - tic)
         return [values.get(p) for p in range(len(selected))]
 
