@@ -68,6 +68,11 @@ def _float_in(low: float, high: float = math.inf, *, low_open: bool = False):
     return parse
 
 
+def _lam(text: str):
+    """λ > 0, or "auto" (chosen on held-out curves: the random-feature solver)."""
+    return "auto" if text == "auto" else _float_in(0, low_open=True)(text)
+
+
 def _kernel(text: str):
     from .kernels import kernel_from_spec
 
@@ -301,8 +306,12 @@ def _estimator_from_args(args, loss, solver: str):
         params["tol"] = args.tol
     if args.max_iter is not None:
         params["max_iter"] = args.max_iter
+    if args.loss_params is not None:
+        params["loss_params"] = args.loss_params
     if solver == "rff":
         params["n_features_x"] = args.features_x
+        if args.input_features is not None:
+            params["input_features"] = args.input_features
         if args.features_theta != "exact":
             params["output_features"] = "rff"
             params["n_features_theta"] = args.features_theta
@@ -340,6 +349,9 @@ def _resolve_cli_solver(args, n: int) -> str:
         "--features-x": args.features_x_given,
         "--features-theta": args.features_theta_given,
         "--dtype": args.dtype_given,
+        "--input-features": args.input_features,
+        "--lam auto": args.lam == "auto",
+        "--loss-params": args.loss_params,
     }
     given = [opt for opt, value in rff_only.items() if value]
     solver = args.solver
@@ -349,6 +361,8 @@ def _resolve_cli_solver(args, n: int) -> str:
         raise UsageError(f"{', '.join(given)} only apply to --solver rff (got --solver {args.solver})")
     if args.resume and not args.checkpoint:
         raise UsageError("--resume needs --checkpoint PATH")
+    if args.loss_params and args.lam != "auto":
+        raise UsageError("--loss-params auto needs --lam auto (both are chosen on the same held-out curves)")
     return solver
 
 
@@ -374,7 +388,10 @@ def cmd_fit(args) -> int:
         est.fit(np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64), theta=ds.theta)
     elapsed = time.perf_counter() - t0
     path = est.save(args.out)
-    details = [f"{est.n_iter_} {'steps' if solver == 'rff' else 'iterations'}"]
+    unit = "iterations" if solver != "rff" else ("passes" if est.rff_method_ in ("mm", "closed_form") else "steps")
+    details = [f"{est.n_iter_} {unit}"]
+    if args.lam == "auto":
+        details.append(f"λ = {est.lam_:.3g} and {describe_loss(est.loss_)} chosen on held-out curves")
     if getattr(est, "duality_gap_", None) is not None and solver != "rff":
         details.append(f"relative duality gap {est.duality_gap_:.1e}")
     _say(
@@ -475,7 +492,8 @@ def _model_info(path: str) -> dict:
         "loss": fitted.get("loss"),
         "kernel_x": fitted.get("kernel_x"),
         "kernel_theta": fitted.get("kernel_theta"),
-        "lam": meta["params"].get("lam"),
+        # the λ of the model: the chosen one for lam="auto" (random features record it in their state)
+        "lam": (fitted.get("solver_state") or {}).get("lam", meta["params"].get("lam")),
         "n_features_in": fitted.get("n_features_in"),
         "n_iter": fitted.get("n_iter"),
         "duality_gap": fitted.get("duality_gap"),
@@ -918,7 +936,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--kappa", type=_float_in(0, low_open=True), default=None, help="Huber threshold κ (huber1/2)")
     p.add_argument("--epsilon", type=_float_in(0), default=None, help="ε-insensitive width (eps2/epsinf)")
-    p.add_argument("--lam", type=_float_in(0, low_open=True), default=DEFAULTS["lam"], help="regularisation λ")
+    p.add_argument(
+        "--lam",
+        type=_lam,
+        default=DEFAULTS["lam"],
+        help="regularisation λ, or auto: chosen on 1 curve in 10 held out (--solver rff; rffor.solvers.selection)",
+    )
+    p.add_argument(
+        "--loss-params",
+        choices=["auto"],
+        default=None,
+        help="with --lam auto: also choose the loss's κ or ε on the held-out curves, starting from --kappa/--epsilon",
+    )
     p.add_argument(
         "--solver",
         choices=["auto", *EXACT_SOLVERS, "rff"],
@@ -930,7 +959,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_kernel,
         default=None,
         metavar="NAME:GAMMA",
-        help="input kernel, e.g. gaussian:0.01 (default gaussian:1/d)",
+        help="input kernel, e.g. gaussian:0.01 (default: Gaussian, median heuristic on up to 1000 rows)",
     )
     p.add_argument(
         "--kernel-theta",
@@ -945,6 +974,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="rff: closed_form (square loss, one pass), mm (full-batch majorize-minimize passes) or sgd (rounds of "
         f"local SGD); auto (default {DEFAULTS['rff_method']!r}): closed_form for the square loss, mm otherwise",
+    )
+    p.add_argument(
+        "--input-features",
+        choices=["rff", "orf", "nystrom"],
+        default=None,
+        help=f"rff: random Fourier, orthogonal random or Nyström features of k_X (default "
+        f"{DEFAULTS['input_features']!r}; --features-x is then the number of centres)",
     )
     p.add_argument(
         "--features-x",

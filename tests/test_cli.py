@@ -366,3 +366,48 @@ def test_demo_quick(tmp_path):
 def test_demo_rejects_bad_values():
     proc = run("demo", "--outliers", "5:0.1")
     assert proc.returncode == 2 and "outlier TYPE" in proc.stderr
+
+
+def test_fit_chooses_lambda_and_kappa_on_held_out_curves(workdir, tmp_path):
+    """``--lam auto --loss-params auto``: the command fits what FunctionalRegressor(lam="auto",
+    loss_params="auto") fits (same κ, λ and coefficients), says what it chose, and info shows the chosen λ."""
+    from rffor import FunctionalRegressor
+    from rffor import data as data_mod
+    from rffor.losses import Huber
+
+    out = tmp_path / "auto.rffor"
+    args = [
+        "fit",
+        workdir / "train.zarr",
+        "--solver",
+        "rff",
+        "--loss",
+        "huber2",
+        "--kappa",
+        "0.1",
+        "--lam",
+        "auto",
+        "--loss-params",
+        "auto",
+        "--input-features",
+        "nystrom",
+        "--features-x",
+        "40",
+        "--seed",
+        "3",
+        "--out",
+        out,
+    ]
+    proc = run(*args)
+    assert proc.returncode == 0, proc.stderr
+    model = load(out)
+    ds = data_mod.open(workdir / "train.zarr")
+    ref = FunctionalRegressor(Huber(0.1, 2), solver="rff", lam="auto", loss_params="auto", input_features="nystrom",
+                              n_features_x=40, random_state=3).fit(ds)  # fmt: skip
+    assert model.lam_ == ref.lam_ and model.loss_ == ref.loss_
+    np.testing.assert_array_equal(model.coef_, ref.coef_)
+    assert f"λ = {ref.lam_:.3g}" in proc.stdout + proc.stderr
+    info = run("info", out)
+    assert info.returncode == 0 and f"λ = {ref.lam_:g}" in info.stdout
+    bad = run("fit", workdir / "train.zarr", "--loss", "huber2", "--kappa", "0.1", "--loss-params", "auto")
+    assert bad.returncode == 2 and "--lam auto" in bad.stderr
