@@ -977,7 +977,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--input-features",
-        choices=["rff", "orf", "nystrom"],
+        choices=["auto", "rff", "orf", "nystrom"],
         default=None,
         help=f"rff: random Fourier, orthogonal random or Nyström features of k_X (default "
         f"{DEFAULTS['input_features']!r}; --features-x is then the number of centres)",

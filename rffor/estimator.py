@@ -91,11 +91,12 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         ``init_reweight`` apply to it). "auto": "closed_form" for the square loss (then "mm" if outputs are
         missing), "mm" otherwise.
     n_features_x : int, default 1000
-        rff: number D_x of random Fourier features of k_X (even), or of Nyström centres M.
-    input_features : {"rff", "orf", "nystrom"}, default "rff"
+        rff: number D_x of random Fourier features of k_X (even), or of Nyström centres M (at most n).
+    input_features : {"auto", "rff", "orf", "nystrom"}, default "auto"
         rff only: φ_X, random Fourier features, orthogonal random features (Gaussian k_X), or the Nyström map on
         ``n_features_x`` centres drawn uniformly from the training rows (data-adapted: far more accurate per
-        feature on curve data; see :func:`rffor.solvers.rff.fit_rff`).
+        feature on curve data; see :func:`rffor.solvers.rff.fit_rff`). "auto": Nyström, but random Fourier
+        features for ``rff_method="sgd"`` (whose steps compute every minibatch's features again).
     output_features : {"exact", "rff"}, default "exact"
         rff: exact factor of K_Θ (operator RFF, rank by ``output_rank_tol``) or random output features.
     n_features_theta : int or None, default None
@@ -211,7 +212,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "rff_method": [StrOptions({"auto", "closed_form", "mm", "sgd"})],
         "n_features_x": [Interval(numbers.Integral, 2, None, closed="left")],
-        "input_features": [StrOptions({"rff", "orf", "nystrom"})],
+        "input_features": [StrOptions({"auto", "rff", "orf", "nystrom"})],
         "output_features": [StrOptions({"exact", "rff"})],
         "n_features_theta": [Interval(numbers.Integral, 2, None, closed="left"), None],
         "output_rank_tol": [Interval(numbers.Real, 0, 1, closed="both")],

@@ -303,6 +303,11 @@ class RandomFourierFeatures:
     def __call__(self, X: np.ndarray) -> np.ndarray:
         return self.transform(X)
 
+    @property
+    def work_columns(self) -> int:
+        """Columns of the ``work`` scratch :meth:`transform` takes: the projection ``X W``, D/2."""
+        return self.n_features // 2
+
     def astype(self, dtype) -> RandomFourierFeatures:
         """The same map (the same frequencies, cast exactly) computing in ``dtype``: float64 predictions of a
         float32 fit are independent of how the rows are batched, as scikit-learn expects of ``predict``."""
@@ -509,6 +514,7 @@ class NystromFeatures:
     n_features = property(lambda self: int(self.projection.shape[1]), doc="M, the number of features.")
     dim = property(lambda self: int(self.centres.shape[1]), doc="Input dimension.")
     n_centres = property(lambda self: int(self.centres.shape[0]), doc="M.")
+    work_columns = property(lambda self: self.n_centres, doc="Columns of :meth:`transform`'s ``work``: M.")
 
     def __repr__(self) -> str:
         return f"NystromFeatures({self.kernel!r}, n_centres={self.n_centres}, tol={self.tol}, dtype={self.dtype.name})"

@@ -53,6 +53,7 @@ KW = dict(
     init="zeros",
     random_state=7,
     rff_method="sgd",
+    input_features="rff",  # also for the closed forms some tests compare with
 )
 
 

@@ -427,7 +427,7 @@ def test_round_trip_rff(tmp_path, data, loss, output_features):
 
 def test_rff_features_are_stored_not_regenerated(tmp_path, data, monkeypatch):
     est = FunctionalRegressor(solver="rff", n_features_x=40, output_features="rff", n_features_theta=20,
-                              random_state=5).fit(data.X_train, data.Y_train)  # fmt: skip
+                              input_features="rff", random_state=5).fit(data.X_train, data.Y_train)  # fmt: skip
     path = est.save(tmp_path / "rff.rffor")
     meta = rio.read_metadata(path)
     assert meta["fitted"]["solver_state"]["random_state"] == 5
@@ -442,7 +442,8 @@ def test_rff_features_are_stored_not_regenerated(tmp_path, data, monkeypatch):
 
 
 def test_rff_inconsistent_arrays(tmp_path, data):
-    est = FunctionalRegressor(solver="rff", n_features_x=40, random_state=0).fit(data.X_train, data.Y_train)
+    est = FunctionalRegressor(solver="rff", n_features_x=40, input_features="rff", random_state=0)
+    est.fit(data.X_train, data.Y_train)
     src = est.save(tmp_path / "rff.rffor")
     W = np.zeros((3, 3), dtype=np.float32)
     buf = io.BytesIO()

@@ -36,7 +36,9 @@ from rffor.solvers.rff import (
 pytestmark = pytest.mark.usefixtures("single_blas_thread")
 
 KX, KT, LAM = Gaussian(0.05), Gaussian(30.0), 1e-3
-KW = dict(kernel_x=KX, kernel_theta=KT, lam=LAM, n_features_x=100, random_state=0)
+# random Fourier features throughout (the default "auto" takes Nyström for the closed form and MM, whose centres
+# depend on the rows fitted): the tests of this file compare fits on different rows with one feature map
+KW = dict(kernel_x=KX, kernel_theta=KT, lam=LAM, n_features_x=100, random_state=0, input_features="rff")
 
 
 @pytest.fixture(scope="module")
@@ -160,6 +162,7 @@ def test_rff_approaches_exact_solver_as_D_grows():
                 lam=LAM,
                 n_features_x=D,
                 random_state=seed,
+                input_features="rff",
             )
             g.append(np.sqrt(np.mean((res.predict(d.X_test) - exact) ** 2) / np.mean(exact**2)))
         gaps.append(np.mean(g))
@@ -617,3 +620,16 @@ def test_feature_sums_missing_count(synth):
     Y[5, :4] = np.nan
     s = feature_sums(ArrayData(synth.X_train, Y, synth.theta), phi_x, Pt)
     assert s.n_missing == 5 and isinstance(s, FeatureSums)
+
+
+def test_default_input_features_follow_the_route(synth):
+    """input_features="auto": Nyström (M = n_features_x centres, float64) for the closed form and MM passes,
+    random Fourier features (float32) for DSGD, whose steps recompute every minibatch's features."""
+    d = synth
+    common = dict(kernel_x=KX, kernel_theta=KT, lam=LAM, n_features_x=60, random_state=0)
+    cf = fit_rff((d.X_train, d.Y_train, d.theta), **common)
+    mm = fit_rff((d.X_train, d.Y_train, d.theta), loss=Huber(0.1, 2), **common)
+    sgd = fit_rff((d.X_train, d.Y_train, d.theta), rff_method="sgd", n_epochs=1, **common)
+    assert (cf.input_features.kind, cf.method, cf.coef.dtype) == ("nystrom", "closed_form", np.float64)
+    assert (mm.input_features.kind, mm.method) == ("nystrom", "mm") and mm.input_features.n_features == 60
+    assert (sgd.input_features.kind, sgd.method, sgd.coef.dtype) == ("rff", "sgd", np.float32)

@@ -16,7 +16,9 @@ from rffor.solvers.rff import fit_rff, objective
 
 pytestmark = pytest.mark.usefixtures("single_blas_thread")
 
-KW = dict(kernel_x=KX, kernel_theta=KT, n_features_x=100, random_state=0, dtype="float64")
+# random Fourier features: the separate fits these tests compare with see other rows, and Nyström centres drawn
+# from other rows would be another feature map
+KW = dict(kernel_x=KX, kernel_theta=KT, n_features_x=100, random_state=0, dtype="float64", input_features="rff")
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +151,8 @@ def test_estimator_lam_auto_saves_its_choice(corrupted, tmp_path):
 
     d, data = corrupted
     est = FunctionalRegressor(Huber(0.1, 2), kernel_x=KX, kernel_theta=KT, lam="auto", loss_params="auto",
-                              solver="rff", n_features_x=100, random_state=0, dtype="float64")  # fmt: skip
+                              solver="rff", n_features_x=100, random_state=0, dtype="float64",
+                              input_features="rff")  # fmt: skip
     est.fit(d.X_train, data.Y, theta=d.theta)
     ref = fit_rff((d.X_train, data.Y, d.theta), loss=Huber(0.1, 2), lam="auto", loss_params="auto", **KW)
     assert est.lam_ == ref.lam and est.lam_path_["lams"] == [c.lam for c in ref.path.candidates]

@@ -425,7 +425,7 @@ def partition_steps(
     block = b * max(1, config.feature_block_rows // b)
     block = min(block, max(chunk_rows(data, i) for i in chunk_ids))
     features = np.empty((block, input_features.n_features), dtype=dtype)  # reused by every visit
-    work = np.empty((block, input_features.n_features // 2), dtype=dtype)
+    work = np.empty((block, input_features.work_columns), dtype=dtype)
     done, loss_sum = 0, 0.0
     with contextlib.closing(data.iter_chunks(visits)) as chunks:
         for _, X_i, Y_i in chunks:

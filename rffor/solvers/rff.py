@@ -71,7 +71,7 @@ _BLOCK_ROWS = 4096
 #: the defaults of the random-feature fit, one home for :func:`fit_rff`, the estimator and the command line
 RFF_DEFAULTS: dict[str, Any] = {
     "n_features_x": 1000,
-    "input_features": "rff",
+    "input_features": "auto",
     "output_features": "exact",
     "n_features_theta": None,
     "output_rank_tol": DEFAULT_OUTPUT_RANK_TOL,
@@ -848,11 +848,15 @@ def fit_rff(
     n_features_x : int, default 1000
         D_x (even) for random features; the number of centres M for Nyström (D_x = M:
         :class:`~rffor.features.NystromFeatures` keeps every direction of the centres' span).
-    input_features : {"rff", "orf", "nystrom"}, default "rff"
+    input_features : {"auto", "rff", "orf", "nystrom"}, default "auto"
         φ_X: random Fourier features (Rahimi & Recht), orthogonal random features (Yu et al. 2016, Gaussian
         kernel), or the Nyström map on M centres drawn uniformly from the training rows (:func:`sample_centres`,
         read by the partition tasks; FALKON's uniform centres). Nyström adapts to the inputs: on curve data near
-        a low-dimensional set it is far more accurate per feature (benchmarks/learning_curve.py).
+        a low-dimensional set it is far more accurate per feature (benchmarks/learning_curve.py: 10^3 to 10^4
+        times lower test error than random features at the same D_x). "auto": Nyström for the full-batch routes
+        (closed form and MM passes, whose features are computed once and cached), random Fourier features for
+        ``rff_method="sgd"``, whose steps compute the features of every minibatch again (Nyström costs M·(d + M)
+        per row, random features D·d).
     output_features : {"exact", "rff"}, default "exact"
     n_features_theta : int or None
         D_θ for ``output_features="rff"`` (default 200).
@@ -943,7 +947,9 @@ def fit_rff(
         lam = check_real(lam, "lam", low=0, low_open=True)
     params = _loss_param_grid(loss_params, loss, lam)
     check_choice(output_features, "output_features", {"exact", "rff"})
-    check_choice(input_features, "input_features", {"rff", "orf", "nystrom"})
+    check_choice(input_features, "input_features", {"auto", "rff", "orf", "nystrom"})
+    if input_features == "auto":
+        input_features = "rff" if _method(rff_method, loss) == "sgd" else "nystrom"
     check_choice(init, "init", {"closed_form", "zeros"})
     check_choice(rff_method, "rff_method", {"auto", "closed_form", "mm", "sgd"})
     dtype = check_dtype(("float64" if input_features == "nystrom" else "float32") if dtype is None else dtype).name
