@@ -297,9 +297,21 @@ def mm_steps(run: MMRun, gradient_pass, max_passes: int):
 
 
 def mm_minimize(
-    metric: SquareMetric, lam: float, B0: np.ndarray, gradient_pass, tol: float, max_passes: int
-) -> tuple[np.ndarray, float, int]:
+    metric: SquareMetric,
+    lam: float,
+    B0: np.ndarray,
+    gradient_pass,
+    tol: float,
+    max_passes: int,
+    sums0: GradSums | None = None,
+) -> tuple[np.ndarray, float, int, GradSums]:
     """Minimise (P_rf) at λ by accelerated MM from B0 (:class:`MMRun`), one :func:`grad_task` pass per step.
+
+    Parameters
+    ----------
+    sums0 : GradSums, optional
+        The sums at B0 under the same loss (they do not depend on λ): the first pass is then not made (a λ path
+        warm-started at its neighbour's model).
 
     Returns
     -------
@@ -307,10 +319,16 @@ def mm_minimize(
     J : float
         J(B).
     passes : int
-        Gradient passes made (the first, at B0, included).
+        Gradient passes made (the first, at B0, included unless ``sums0`` was given).
+    sums : GradSums
+        The sums at B.
     """
     B0 = np.asarray(B0, dtype=np.float64)
-    gs = gradient_pass(B0)
+    gs = gradient_pass(B0) if sums0 is None else sums0
     run = MMRun(metric, lam, B0, B0.copy(), gs.objective(B0, lam), gs.gradient(B0, lam), tol)
-    passes = 1 + sum(1 for _ in mm_steps(run, gradient_pass, max_passes - 1))
-    return run.B, run.J, passes
+    passes = int(sums0 is None)
+    for _, sums, accepted in mm_steps(run, gradient_pass, max_passes - passes):
+        passes += 1
+        if accepted:
+            gs = sums
+    return run.B, run.J, passes, gs

@@ -145,6 +145,8 @@ class Candidate:
         Gradient passes its fit took (0 for a closed form).
     coef : ndarray of shape (D_x, D_θ), float64
         The model, fitted on the training rows.
+    sums : GradSums or None
+        The gradient sums at ``coef`` (robust losses): a neighbour with the same loss starts from them.
     """
 
     lam: float
@@ -153,6 +155,7 @@ class Candidate:
     objective: float
     passes: int
     coef: np.ndarray = field(repr=False)
+    sums: object = field(default=None, repr=False)
 
 
 @dataclass
@@ -411,28 +414,32 @@ class _Search:
         E = np.concatenate([e for e in errors if e is not None], axis=1)  # (K, held rows)
         return np.median(E, axis=1) if self.score_name == "median" else np.mean(E, axis=1)
 
-    def add(self, lam, param, score, B, passes, objective=None) -> int:
+    def add(self, lam, param, score, B, passes, objective=None, sums=None) -> int:
         from .rff import square_objective_from_sums
 
         if objective is None:
             objective = square_objective_from_sums(self.tr, B, self.C_theta, lam, self.m)
-        self.candidates.append(Candidate(float(lam), param, float(score), float(objective), int(passes), B))
+        self.candidates.append(Candidate(float(lam), param, float(score), float(objective), int(passes), B, sums))
         self.index[(float(lam), param)] = len(self.candidates) - 1
         return self.index[(float(lam), param)]
 
-    def evaluate(self, lam: float, param: float | None, warm: np.ndarray) -> float:
-        """The held-out score of (λ, param), fitting it from ``warm`` unless already done."""
+    def evaluate(self, lam: float, param: float | None, warm) -> float:
+        """The held-out score of (λ, param), fitting it from ``warm`` (a coefficient matrix, or a Candidate: then
+        its gradient sums are reused when its loss is this one) unless already done."""
         key = (float(lam), param)
         if key in self.index:
             return self.candidates[self.index[key]].score
-        if self.loss.is_square:
-            B, J, passes = self.metric.solve(self.M, 1.0, lam), None, 0
-        else:
+        B, J, passes, sums = self.metric.solve(self.M, 1.0, lam), None, 0, None
+        if not self.loss.is_square:
             tic = time.perf_counter()
             loss = self.loss if self.param_name is None else self.loss.with_param(param)
-            B, J, passes = mm_minimize(self.metric, lam, warm, self._gradient_pass(loss), self.tol, self.max_passes)
+            start = warm.coef if isinstance(warm, Candidate) else warm
+            sums0 = warm.sums if isinstance(warm, Candidate) and warm.param == param else None
+            B, J, passes, sums = mm_minimize(
+                self.metric, lam, start, self._gradient_pass(loss), self.tol, self.max_passes, sums0
+            )
         s = float(self.score(B[None])[0])
-        self.add(lam, param, s, B, passes, J)
+        self.add(lam, param, s, B, passes, J, sums)
         if passes:
             what = f"λ = {lam:.0e}" + (f", {self.param_name} = {param:.3g}" if self.param_name else "")
             self.say(
@@ -460,7 +467,7 @@ class _Search:
         value evaluated and neither better by ``plateau`` (or a bound).
         """
         best = start
-        best_score = self.evaluate(*point(start), warm=self._nearest_coef(point(start)))
+        best_score = self.evaluate(*point(start), warm=self._nearest(point(start)))
         trail = []
         for direction in (-1, +1):
             v = start
@@ -469,7 +476,7 @@ class _Search:
                 if w is None:
                     trail.append(f"{'down' if direction < 0 else 'up'}: a bound")
                     break
-                s = self.evaluate(*point(w), warm=self._coef(point(v)))
+                s = self.evaluate(*point(w), warm=self.candidates[self.index[point(v)]])
                 trail.append(f"{w:.3g}: {s:.4g}")
                 if s > best_score * (1 - self.plateau):
                     break
@@ -481,13 +488,10 @@ class _Search:
         self.say(f"selection: {name} walk: {self.log[-1]}")
         return best
 
-    def _coef(self, key) -> np.ndarray:
-        return self.candidates[self.index[key]].coef
-
-    def _nearest_coef(self, key) -> np.ndarray:
+    def _nearest(self, key) -> Candidate:
         """A warm start for ``key``: the evaluated candidate closest to it in log-λ (then log-param)."""
         if key in self.index:
-            return self.candidates[self.index[key]].coef
+            return self.candidates[self.index[key]]
         lam, param = key
 
         def distance(c):
@@ -496,4 +500,4 @@ class _Search:
                 d += abs(np.log(c.param / param))
             return d
 
-        return min(self.candidates, key=distance).coef
+        return min(self.candidates, key=distance)
