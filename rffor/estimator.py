@@ -185,6 +185,10 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
     lam_path_ : dict or None
         rff with ``lam="auto"``: every candidate of the selection (λ, κ/ε, held-out score, objective, passes) and
         the walks made (:meth:`rffor.solvers.selection.Selection.to_dict`).
+    warm_coef_ : ndarray of shape (D_x, D_θ) or None
+        rff with MM passes: the model the final fit started from (the square-loss closed form, or with
+        ``lam="auto"`` the selected candidate, fitted on the selection's training curves), to compare with
+        ``coef_``. Not saved in model files.
     n_features_in_ : int
 
     Examples
@@ -507,6 +511,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.rff_history_ = result.history
         self.rff_method_ = result.method
         self.lam_ = float(result.lam)
+        self.warm_coef_ = result.warm_coef
         self.loss_ = result.loss
         self.kernel_x_ = result.kernel_x
         self.lam_path_ = None if result.path is None else result.path.to_dict()
