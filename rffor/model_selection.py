@@ -119,6 +119,11 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
             if self.loss_params != "auto":
                 raise ValueError(f"loss_params must be None, 'auto' or a sequence of values, got {self.loss_params!r}")
             v = float(getattr(loss, loss.param_name))
+            if not 0 < v < np.inf:
+                raise ValueError(
+                    f"loss_params='auto' starts from the loss's own {loss.param_name} and its neighbours by factors "
+                    f"of √10: it must be a positive finite number, got {loss!r}"
+                )
             return [v / PARAM_RATIO, v, v * PARAM_RATIO]
         return sorted({float(v) for v in self.loss_params})
 

@@ -10,7 +10,7 @@ from test_dsgd import KT, KX  # tests/ is on sys.path (rootdir conftest)
 
 from rffor.chunked import ArrayData, RowSplit, as_data
 from rffor.datasets import add_outliers, make_synthetic
-from rffor.losses import Huber, Square
+from rffor.losses import EpsilonInsensitive, Huber, Square
 from rffor.metrics import curve_mse
 from rffor.solvers.rff import fit_rff, objective
 
@@ -144,6 +144,8 @@ def test_auto_lambda_is_refused_for_dsgd_and_bad_grids(corrupted):
         fit_rff(data, loss=Square(), lam="auto", loss_params="auto", **KW)
     with pytest.raises(ValueError, match="loss_params"):
         fit_rff(data, loss=Huber(0.1, 2), lam="auto", loss_params=[0.1, -1.0], **KW)
+    with pytest.raises(ValueError, match="positive finite"):
+        fit_rff(data, loss=EpsilonInsensitive(0.0, 2), lam="auto", loss_params="auto", **KW)
 
 
 def test_estimator_lam_auto_saves_its_choice(corrupted, tmp_path):

@@ -755,7 +755,13 @@ def _loss_param_grid(loss_params, loss: Loss, lam) -> list[float] | None:
         raise ValueError(f"loss_params: {loss!r} has no κ or ε to choose")
     if isinstance(loss_params, str):
         check_choice(loss_params, "loss_params", {"auto"})
-        return [float(getattr(loss, loss.param_name))]
+        start = float(getattr(loss, loss.param_name))
+        if not 0 < start < math.inf:
+            raise ValueError(
+                f"loss_params='auto' walks from the loss's own {loss.param_name} by factors of √10: it must be a "
+                f"positive finite number, got {loss!r}"
+            )
+        return [start]
     grid = [check_real(v, "loss_params[i]", low=0, low_open=True) for v in loss_params]
     if not grid:
         raise ValueError("loss_params must hold at least one value")
