@@ -1,8 +1,8 @@
 """The dual of the exact solver by ADMM with exact eigen-solves (MATH.md §3.1b).
 
 Splitting ``min_A f(A) + Σ ψ(z_i)  s.t. A = Z``, the A-step solves a linear system whose matrix is diagonal in
-the joint eigenbasis of K_X and K_out (``H = 1 + c s tᵀ``), so each iteration is two rotations, a prox and, for the
-certificate, one more rotation::
+the joint eigenbasis of K_X and K_out (``H = q + c s tᵀ``, q = 1 for (D_s), 0 for the pinball dual (D_q)), so each
+iteration is two rotations, a prox and, for the certificate, one more rotation::
 
     Â ← (Ŷ + ρ (Ẑ − Ŵ)) ⊘ (H + ρ),   A = U Â Vᵀ
     Z ← prox_{ψ/ρ}(A + W),           Ẑ = Uᵀ Z Vᵀ
@@ -59,13 +59,14 @@ def solve_admm(
     SolverResult
     """
     H = problem.hessian_diag
-    cst = H - 1.0  # c s tᵀ: the kernel product in the eigenbasis
+    cst = H - problem.q  # c s tᵀ: the kernel product in the eigenbasis
     Y_hat = problem.rotate(problem.Y)
     if isinstance(warm_start, np.ndarray):
         # a step of 0 only projects onto the domain of ψ: the iteration starts at the given point if feasible
         Z = problem.prox(np.array(warm_start, dtype=np.float64), 0.0)
     elif warm_start:
-        Z = problem.prox(problem.unrotate(Y_hat / H), 1.0 / rho)
+        # the square-loss solution Ŷ ⊘ (1 + c s tᵀ) (for q = 0 too: its residuals give the pinball dual its signs)
+        Z = problem.prox(problem.unrotate(Y_hat / (1.0 + cst)), 1.0 / rho)
     else:
         Z = np.zeros_like(problem.Y)
     Z_hat = problem.rotate(Z)
