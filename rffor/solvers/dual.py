@@ -58,6 +58,8 @@ class DualProblem:
         Eigen only: the outputs on the grid (for :func:`full_certificate`).
     theta : ndarray (q,) or None
         Splines: the locations of the columns, passed to the loss (the quantile levels of a pinball loss).
+    m_loss : int or None
+        Splines: the m of ``c = 1/(λnm)`` and of the gap (None: q, the columns of Y).
     """
 
     K_x: np.ndarray
@@ -78,6 +80,8 @@ class DualProblem:
     Y_grid: np.ndarray | None = None
     #: splines: the grid, for losses with ``needs_levels``
     theta: np.ndarray | None = None
+    #: splines: the number m of grid locations the loss averages over (c = 1/(λnm)); None: the columns of Y
+    m_loss: int | None = None
 
     def __post_init__(self) -> None:
         # c folded into the output factor once, so that the kernel product is just the two matrix products
@@ -86,16 +90,21 @@ class DualProblem:
 
     # ------------------------------------------------------------ builders
     @classmethod
-    def splines(cls, K_x, K_theta, Y, lam, loss, *, eig_x=None, eig_theta=None, theta=None) -> DualProblem:
-        """(D_s) (or (D_q) for a pinball loss) from K_X (n, n), K_Θ (m, m) and Y (n, m) with no NaN; ``theta`` (m,)
-        is the grid, needed by losses with ``needs_levels``."""
-        n, m = Y.shape
+    def splines(cls, K_x, K_theta, Y, lam, loss, *, eig_x=None, eig_theta=None, theta=None, m=None) -> DualProblem:
+        """(D_s) (or (D_q) for a pinball loss) from K_X (n, n), K_Θ (q, q) and Y (n, q) with no NaN.
+
+        ``theta`` (q,) is the grid, needed by losses with ``needs_levels``; ``m`` is the number of grid locations
+        the loss averages over (default q). A problem with more columns than that (the non-crossing penalty's
+        derivative functionals, :mod:`rffor.solvers.noncrossing`) keeps ``c = 1/(λnm)`` and the gap's ``nm``.
+        """
+        n, q = Y.shape
+        m = q if m is None else int(m)
         if loss.needs_levels and theta is None:
             raise ValueError(f"{loss!r} needs the grid theta (the quantile levels)")
         s, U = eig_x if eig_x is not None else eigh_psd(K_x)
         t, V = eig_theta if eig_theta is not None else eigh_psd(K_theta)
         Y = np.asarray(Y, dtype=np.float64)
-        return cls(K_x, s, U, t, V, K_theta, Y, 1.0 / (lam * n * m), lam, loss, theta=theta)
+        return cls(K_x, s, U, t, V, K_theta, Y, 1.0 / (lam * n * m), lam, loss, theta=theta, m_loss=m)
 
     @classmethod
     def eigenbasis(cls, K_x, K_theta, Y, lam, loss, n_eig, *, eig_x=None, eig_theta=None) -> DualProblem:
@@ -125,7 +134,10 @@ class DualProblem:
 
     @property
     def gap_scale(self) -> float:
-        return float(self.Y.size) if not self.eigen else float(self.n)
+        """The factor between F and the dual objective of (P): nm (splines) or n (eigen)."""
+        if self.eigen:
+            return float(self.n)
+        return float(self.n * (self.Y.shape[1] if self.m_loss is None else self.m_loss))
 
     def kernel_product(self, A: np.ndarray) -> np.ndarray:
         """``c 𝒦(A)``: the predictions on the grid (splines) or their coefficients (eigen). One product."""
