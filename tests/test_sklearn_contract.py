@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from sklearn.utils.estimator_checks import check_estimator
 
-from rffor import FunctionalRegressor
+from rffor import FunctionalRegressor, QuantileFunctionRegressor
 
 pytestmark = pytest.mark.usefixtures("single_blas_thread")
 
@@ -22,3 +22,13 @@ def test_check_estimator_passes(params):
     failed = {r["check_name"]: str(r["exception"])[:200] for r in results if r["status"] == "failed"}
     assert not failed, failed
     assert sum(r["status"] == "passed" for r in results) >= 50  # the checks ran (scikit-learn 1.9: 52)
+
+
+@pytest.mark.parametrize("solver", ["admm", "apgd"])
+def test_quantile_estimator_passes_check_estimator(solver):
+    """The quantile function regressor: scalar targets (a column vector warns and is raveled), ``predict(X)`` is the
+    median, float64 and batch-invariant."""
+    results = check_estimator(QuantileFunctionRegressor(solver=solver, levels=10), on_fail=None)
+    failed = {r["check_name"]: str(r["exception"])[:200] for r in results if r["status"] == "failed"}
+    assert not failed, failed
+    assert sum(r["status"] == "passed" for r in results) >= 50
