@@ -224,10 +224,11 @@ class QuantileFunctionRegressorCV(FunctionalRegressorCV):
     cross-validation, with :class:`FunctionalRegressorCV`'s path: one eigendecomposition of each fold's K_X for
     every candidate, each solve warm-started at the previous (larger) λ's dual, a grid edge extended.
 
-    A candidate's fold score is the integral pinball loss of the validation targets over the training levels,
-    ``(1/n_va) Σ_i (1/m) Σ_j ρ_θj(y_i − q(x_i)(θ_j))`` (the model itself, penalty not included, offset fitted on
-    the fold's training rows). Parameters are :class:`FunctionalRegressorCV`'s and the quantile estimator's
-    (``levels``, ``noncrossing``, ``offset``, ``rearrange``); ``loss`` defaults to ``Pinball()``.
+    A candidate's fold score is the pinball loss of the validation targets averaged over the training levels,
+    ``(1/n_va) Σ_i (1/m) Σ_j ρ_θj(y_i − q(x_i)(θ_j))`` (the integral pinball loss; the model itself, penalty not
+    included, offset fitted on the fold's training rows), or over ``score_levels`` when given. Parameters are
+    :class:`FunctionalRegressorCV`'s and the quantile estimator's (``levels``, ``noncrossing``, ``offset``,
+    ``rearrange``); ``loss`` defaults to ``Pinball()``.
 
     Attributes
     ----------
@@ -255,6 +256,7 @@ class QuantileFunctionRegressorCV(FunctionalRegressorCV):
         max_iter: int | None = None,
         max_extensions: int = 3,
         random_state: int = 0,
+        score_levels=None,
     ):
         super().__init__(
             loss, lams=lams, loss_params=loss_params, cv=cv, kernel_x=kernel_x, kernel_theta=kernel_theta,
@@ -264,6 +266,7 @@ class QuantileFunctionRegressorCV(FunctionalRegressorCV):
         self.noncrossing = noncrossing
         self.offset = offset
         self.rearrange = rearrange
+        self.score_levels = score_levels
 
     def _losses(self) -> list[Loss]:
         if self.loss is not None:
@@ -293,18 +296,21 @@ class QuantileFunctionRegressorCV(FunctionalRegressorCV):
         return X, check_targets(y, n_samples=X.shape[0]), level_grid(self.levels)
 
     def _fold(self, X, y, levels, tr, va, kx, kt, eig_t) -> dict:
+        from ._validation import check_levels
         from .levels import NormalOffset
         from .solvers.noncrossing import output_columns
 
         offset = NormalOffset.fit(y[tr]) if self.offset == "normal" else None
         base = np.zeros(len(levels)) if offset is None else offset(levels)
+        score_levels = levels if self.score_levels is None else check_levels(self.score_levels, "score_levels")
         anchors = levels if self.noncrossing > 0 else np.empty(0)
         K_tr = kx.gram(X[tr])
         return {
             "K_tr": K_tr, "eig_x": eigh_psd(K_tr), "K_va": kx.gram(X[va], X[tr]), "Y_tr": y[tr][:, None] - base,
             "y_va": y[va], "base": base, "levels": levels, "kt": kt, "anchors": anchors,
             "slope": None if offset is None else offset.slope(anchors),
-            "G": output_columns(kt, levels, anchors, levels),
+            "score_levels": score_levels, "G": output_columns(kt, levels, anchors, score_levels),
+            "score_base": np.zeros(len(score_levels)) if offset is None else offset(score_levels),
         }  # fmt: skip
 
     def _fold_problem(self, fold: dict, lam: float, loss: Loss) -> DualProblem:
@@ -318,8 +324,8 @@ class QuantileFunctionRegressorCV(FunctionalRegressorCV):
     def _fold_score(self, fold: dict, problem: DualProblem, coef: np.ndarray, loss: Loss) -> float:
         from .metrics import pinball_loss
 
-        Q = fold["K_va"] @ (coef * problem.c) @ fold["G"] + fold["base"]
-        return pinball_loss(fold["y_va"], Q, fold["levels"], average=True)
+        Q = fold["K_va"] @ (coef * problem.c) @ fold["G"] + fold["score_base"]
+        return pinball_loss(fold["y_va"], Q, fold["score_levels"], average=True)
 
     def _refit(self, est, X, y, levels):
         return est.fit(X, y)
