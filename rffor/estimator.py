@@ -429,10 +429,11 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self._W = W
         self._W_grid = W @ self._output_columns(theta)
 
-    def _fit_rff(self, data, theta):
+    def _fit_rff(self, data, theta, **extra):
         """Random-feature fit (MATH.md §5): :func:`rffor.solvers.rff.fit_rff` on the executor the parameters choose
         (:func:`rffor.executor.make_executor`: Dask for a client, a scheduler address, several partitions or a
-        multi-chunk store; this process otherwise). ``data`` is a chunked dataset (:mod:`rffor.chunked`)."""
+        multi-chunk store; this process otherwise). ``data`` is a chunked dataset (:mod:`rffor.chunked`); ``extra``
+        keyword arguments of :func:`~rffor.solvers.rff.fit_rff` add to or replace the estimator's."""
         from .executor import make_executor
         from .solvers.rff import fit_rff
 
@@ -443,8 +444,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             security=self.security,
             n_partitions=self.n_partitions,
         )
-        result = fit_rff(
-            data,
+        kwargs = dict(
             loss=self.loss_,
             kernel_x=self.kernel_x_,
             kernel_theta=self.kernel_theta_,
@@ -474,6 +474,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             resume=self.resume,
             verbose=self.verbose,
         )
+        result = fit_rff(data, **{**kwargs, **extra})
         self.coef_ = result.coef
         self.input_features_ = result.input_features
         self.output_features_ = result.output_features

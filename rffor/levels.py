@@ -4,7 +4,8 @@
   uniform μ on [0, 1], away from 0 and 1 where the quantiles of an unbounded target do not exist), or the user's
   levels (joint quantile regression at finitely many levels, seed 001).
 - :func:`draw_levels`: s levels of one DSGD step (thesis 003 Algorithm 3.2 samples θ ~ μ): i.i.d. uniform (the
-  default: unbiased), scrambled Sobol points (unbiased, lower variance; powers of 2 keep their balance), or the s
+  default: unbiased), scrambled Sobol points (unbiased, lower variance; consecutive blocks of one sequence per task,
+  balanced when s is a power of 2), or the s
   Gauss–Legendre nodes with their weights (deterministic and exact for polynomials of degree < 2s, but biased for
   the kinks of the plain pinball loss).
 - :class:`NormalOffset`: b(θ), a smooth marginal quantile function of the training targets (normal, fitted by their
@@ -16,6 +17,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -42,13 +44,25 @@ def level_grid(levels) -> np.ndarray:
     return check_levels(levels)
 
 
+@functools.lru_cache(maxsize=32)
 def gauss_legendre_levels(s: int) -> tuple[np.ndarray, np.ndarray]:
-    """The s Gauss–Legendre nodes on [0, 1] and their weights (summing to 1)."""
+    """The s Gauss–Legendre nodes on [0, 1] and their weights (summing to 1); cached (read-only arrays)."""
     x, w = np.polynomial.legendre.leggauss(check_int(s, "s", 1))
-    return 0.5 * (x + 1.0), 0.5 * w
+    nodes, weights = 0.5 * (x + 1.0), 0.5 * w
+    nodes.flags.writeable = weights.flags.writeable = False
+    return nodes, weights
 
 
-def draw_levels(method: str, s: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+def sobol_stream(rng: np.random.Generator):
+    """A scrambled one-dimensional Sobol sequence seeded by ``rng``: consecutive draws of s = 2^k points are the
+    aligned blocks of one sequence, each of them balanced (a (0, k, 1)-net), at the cost of one engine per stream
+    rather than per step."""
+    from scipy.stats import qmc
+
+    return qmc.Sobol(d=1, scramble=True, seed=rng)
+
+
+def draw_levels(method: str, s: int, rng: np.random.Generator, stream=None) -> tuple[np.ndarray, np.ndarray | None]:
     """The levels of one doubly stochastic step (module docstring).
 
     Parameters
@@ -57,6 +71,8 @@ def draw_levels(method: str, s: int, rng: np.random.Generator) -> tuple[np.ndarr
     s : int
         Levels per step.
     rng : numpy.random.Generator
+    stream : scipy.stats.qmc.Sobol, optional
+        "sobol": the sequence to continue (:func:`sobol_stream`); None starts a new one.
 
     Returns
     -------
@@ -67,12 +83,8 @@ def draw_levels(method: str, s: int, rng: np.random.Generator) -> tuple[np.ndarr
     if method == "uniform":
         return rng.random(s), None
     if method == "sobol":
-        from scipy.stats import qmc
-
-        engine = qmc.Sobol(d=1, scramble=True, seed=rng)
-        if s & (s - 1) == 0:
-            return engine.random_base2(int(np.log2(s)))[:, 0], None
-        with warnings.catch_warnings():  # the balance of a non-power of 2: documented, not worth a warning per step
+        engine = sobol_stream(rng) if stream is None else stream
+        with warnings.catch_warnings():  # s not a power of 2 loses the balance: documented, not warned per step
             warnings.simplefilter("ignore", UserWarning)
             return engine.random(s)[:, 0], None
     check_choice(method, "level_sampling", set(LEVEL_SAMPLING))

@@ -228,12 +228,13 @@ scheduler_address, security, checkpoint, resume, random_state, verbose
 
     # ---------------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
+    def fit(self, X, y=None):
         """Fit the quantile function.
 
         Parameters
         ----------
-        X : array-like of shape (n, d)
+        X : array-like of shape (n, d), or a :class:`rffor.data.Dataset` with scalar targets (m = 1)
+            Inputs; a Dataset (Zarr store) is fitted out of core with the random-feature solver (then y is None).
         y : array-like of shape (n,)
             Scalar targets (a column vector is accepted with scikit-learn's DataConversionWarning).
 
@@ -241,6 +242,15 @@ scheduler_address, security, checkpoint, resume, random_state, verbose
         -------
         self
         """
+        from .estimator import _is_dataset
+
+        if _is_dataset(X):
+            return self._fit_dataset(X, y)
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None: fit(X, y) with y of shape "
+                "(n_samples,)"
+            )
         X = check_X(X)
         y = check_targets(y, n_samples=X.shape[0])
         levels = level_grid(self.levels)
@@ -256,7 +266,9 @@ scheduler_address, security, checkpoint, resume, random_state, verbose
         self.offset_ = NormalOffset.fit(y) if self.offset == "normal" else None
         self.solver_ = self._resolve_solver(X.shape[0], False)
         if self.solver_ == "rff":
-            return self._fit_rff_quantiles(X, y, levels)
+            from .chunked import ArrayData
+
+            return self._fit_rff_quantiles(ArrayData(X, y[:, None]), levels)
         return self._fit_exact(X, self._targets_on_grid(y, levels), levels)
 
     def _fit_exact(self, X: np.ndarray, Y: np.ndarray, theta: np.ndarray):
@@ -275,8 +287,51 @@ scheduler_address, security, checkpoint, resume, random_state, verbose
         self._set_exact_model(X, result.coef * problem.c, theta)
         return self
 
-    def _fit_rff_quantiles(self, X, y, levels):
-        raise NotImplementedError("the random-feature quantile path comes in stage 5")
+    def _fit_dataset(self, data, y):
+        """Out of core: a chunked dataset of scalar targets (m = 1), random features; the offset is fitted on one
+        pass over the targets (n floats)."""
+        if y is not None:
+            raise ValueError("fit(dataset) takes the targets from the dataset: pass y=None")
+        if data.m != 1:
+            raise ValueError(f"a quantile function needs scalar targets (m = 1), the dataset has m = {data.m}")
+        self._resolve_solver(data.n, True)
+        levels = level_grid(self.levels)
+        self.levels_ = self.theta_ = levels
+        self.n_features_in_ = data.d
+        self._y_1d = True
+        self.kernel_x_, self.kernel_theta_ = self._kernels(data.d, levels)
+        self.loss_ = self._loss()
+        self.solver_ = "rff"
+        if self.offset == "normal":
+            y_all = np.concatenate([np.asarray(Y_i, dtype=np.float64)[:, 0] for _, _, Y_i in data.iter_chunks()])
+            if not np.all(np.isfinite(y_all)):
+                raise ValueError("the dataset's targets must be finite (no NaN): quantile regression needs them all")
+            self.offset_ = NormalOffset.fit(y_all)
+        else:
+            self.offset_ = None
+        return self._fit_rff_quantiles(data, levels)
+
+    def _fit_rff_quantiles(self, data, levels):
+        """Random features (MATH.md §5): DSGD steps that draw their levels from μ (``level_sampling``) on the scalar
+        targets of ``data`` (a chunked dataset with m = 1), started from the square-loss closed form of the
+        location-shifted targets ``y − b(½)`` on the level grid (the marginal quantile function moved by the
+        conditional location, instead of a flat curve at the conditional mean)."""
+        from .chunked import ExpandedTargets
+
+        base = np.zeros(len(levels)) if self.offset_ is None else self.offset_(levels)
+        median = 0.0 if self.offset_ is None else float(self.offset_(0.5))
+        view = ExpandedTargets(data, levels, base)
+        sampled = self.rff_method in ("auto", "sgd")
+        self._fit_rff(
+            view,
+            levels,
+            n_theta_samples=self.n_level_samples,
+            level_sampling=self.level_sampling if sampled else None,
+            offset=self.offset_,
+            lam_nc=float(self.noncrossing),
+            init_shift=base - median,
+        )
+        return self
 
     def _output_columns(self, theta_new: np.ndarray) -> np.ndarray:
         from .solvers.noncrossing import output_columns
