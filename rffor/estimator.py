@@ -97,7 +97,8 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
     max_steps : int or None, default None
         rff: cap on the number of DSGD steps (overrides ``n_epochs`` when smaller).
     n_theta_samples : int or None, default None
-        rff, integral losses: locations sampled per curve per step (None: all observed ones).
+        rff, integral losses: grid columns sampled per DSGD step, shared by the minibatch, so that a step costs
+        O(b·s·D_θ) instead of O(b·m·D_θ) (:class:`rffor.solvers.dsgd.LevelSampler`; None: every column).
     step_size : float or "auto", default "auto"
         rff: initial DSGD step η₀ (auto: a safe step below 1/(1 + λ)).
     local_steps : int or None, default None
