@@ -459,7 +459,7 @@ def run_scale(args) -> None:
         print(rec, flush=True)
         save_json(_name("scale", args), out)
 
-    for n_sub in (1000, 4000):
+    for n_sub in (500,) if args.quick else (1000, 2000):
         Xs, ys = X[:n_sub], y[:n_sub]
         tic = time.perf_counter()
         with warnings.catch_warnings():
