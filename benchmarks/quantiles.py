@@ -651,7 +651,12 @@ def main(argv=None) -> int:
     shards = sorted(p for p in RESULTS.glob("quantiles_table*.json") if "quick" not in p.name)
     if shards:
         loaded = [json.loads(p.read_text()) for p in shards]
-        parts["table"] = {**loaded[0], "records": [r for d in loaded for r in d["records"]]}
+        seen, records = set(), []
+        for r in (r for d in loaded for r in d["records"]):  # shards run in parallel may overlap: first one wins
+            if (r["dataset"], r["split"]) not in seen:
+                seen.add((r["dataset"], r["split"]))
+                records.append(r)
+        parts["table"] = {**loaded[0], "records": records}
     for key in ("toy", "scale"):
         p = RESULTS / f"quantiles_{key}.json"
         if p.exists():

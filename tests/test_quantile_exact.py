@@ -140,3 +140,17 @@ def test_noncrossing_penalty_is_exact_at_the_anchors_and_its_gap_is_certified(to
         assert res.history["primal"][-1] == pytest.approx(P, rel=1e-10)
     assert slopes[0.0].min() < -0.5
     assert slopes[10.0].min() > -1e-4
+
+
+def test_admm_over_relaxation_reaches_the_same_certified_model_in_fewer_iterations(toy):
+    """α = 1.8 (the default for the pinball dual) against plain ADMM: the same model at a relative gap of 1e-6, in
+    fewer iterations (module docstring of rffor.solvers.admm: 1.7-1.9x fewer measured)."""
+    X, y, th, K_x, Y = toy
+    pb = noncrossing_problem(K_x, Y, th, Gaussian(10.0), 1e-4, Pinball())
+    plain = EXACT_SOLVERS["admm"](pb, tol=1e-6, max_iter=100_000, relax=1.0)
+    relaxed = EXACT_SOLVERS["admm"](pb, tol=1e-6, max_iter=100_000)
+    assert plain.converged and relaxed.converged
+    assert relaxed.n_iter < plain.n_iter
+    np.testing.assert_allclose(pb.kernel_product(relaxed.coef), pb.kernel_product(plain.coef), atol=1e-3)
+    with pytest.raises(ValueError, match="relax"):
+        EXACT_SOLVERS["admm"](pb, relax=2.0)
