@@ -217,9 +217,13 @@ scheduler_address, security, checkpoint, resume, random_state, verbose
         return Pinball() if self.loss is None else self.loss
 
     def _kernels(self, d: int, theta: np.ndarray) -> tuple[Kernel, Kernel]:
-        kx = self.kernel_x if self.kernel_x is not None else Gaussian(gamma=1.0 / d)
-        kt = self.kernel_theta if self.kernel_theta is not None else Gaussian(gamma=10.0)
-        return kx, kt
+        kx, _ = super()._kernels(d, theta)
+        return kx, self.kernel_theta if self.kernel_theta is not None else Gaussian(gamma=10.0)
+
+    def _check_noncrossing_kernel(self, d: int, levels: np.ndarray) -> None:
+        """The penalty reads ∂_θ k_Θ: refuse a kernel without derivatives before any work."""
+        if self.noncrossing > 0:
+            self._kernels(d, levels)[1].gram_derivatives(levels[:1], levels[:1])
 
     def _targets_on_grid(self, y: np.ndarray, levels: np.ndarray) -> np.ndarray:
         """``Y[i, j] = y_i − b(θ_j)``: the constant curves minus the intercept curve, shape (n, m)."""
@@ -255,9 +259,7 @@ scheduler_address, security, checkpoint, resume, random_state, verbose
         y = check_targets(y, n_samples=X.shape[0])
         levels = level_grid(self.levels)
         loss = self._loss()
-        if self.noncrossing > 0 and self.solver != "rff":
-            # the penalty reads ∂_θ k_Θ: refuse a kernel without derivatives before any work
-            self._kernels(X.shape[1], levels)[1].gram_derivatives(levels[:1], levels[:1])
+        self._check_noncrossing_kernel(X.shape[1], levels)
         self.levels_ = self.theta_ = levels
         self.n_features_in_ = X.shape[1]
         self._y_1d = True
@@ -296,6 +298,7 @@ scheduler_address, security, checkpoint, resume, random_state, verbose
             raise ValueError(f"a quantile function needs scalar targets (m = 1), the dataset has m = {data.m}")
         self._resolve_solver(data.n, True)
         levels = level_grid(self.levels)
+        self._check_noncrossing_kernel(data.d, levels)
         self.levels_ = self.theta_ = levels
         self.n_features_in_ = data.d
         self._y_1d = True
