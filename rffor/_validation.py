@@ -16,6 +16,8 @@ __all__ = [
     "check_X",
     "check_Y",
     "check_theta",
+    "check_levels",
+    "check_targets",
     "check_real",
     "check_int",
     "check_choice",
@@ -132,6 +134,52 @@ def check_theta(theta, m: int, *, name: str = "theta") -> np.ndarray:
             f"{name} must be strictly increasing; theta[{i}] = {theta[i]} >= theta[{i + 1}] = {theta[i + 1]}"
         )
     return theta
+
+
+def check_levels(levels, name: str = "levels", *, allow_scalar: bool = False) -> np.ndarray:
+    """Quantile levels: finite, in [0, 1], strictly increasing (a 1-D array; a scalar too with ``allow_scalar``).
+
+    Returns
+    -------
+    levels : ndarray of shape (q,), float64
+    """
+    try:
+        arr = np.asarray(levels, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a number or a 1-D array of quantile levels in [0, 1]: {exc}") from None
+    if arr.ndim == 0 and allow_scalar:
+        arr = arr[None]
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array of quantile levels in [0, 1], got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr > 1):
+        raise ValueError(f"{name} must hold quantile levels in [0, 1], got {arr.tolist()[:10]}")
+    if arr.size > 1 and not np.all(np.diff(arr) > 0):
+        raise ValueError(f"{name} must be strictly increasing, got {arr.tolist()[:10]}")
+    return arr
+
+
+def check_targets(y, *, n_samples: int, name: str = "y") -> np.ndarray:
+    """Scalar targets: a 1-D array (a column vector is raveled with scikit-learn's DataConversionWarning), finite,
+    one per sample.
+
+    Returns
+    -------
+    y : ndarray of shape (n,), float64
+    """
+    from sklearn.utils.validation import column_or_1d
+
+    y = _as_real_array(y, name, "(n_samples,)", np.float64)
+    if y.ndim == 2 and y.shape[1] != 1:
+        raise ValueError(
+            f"{name} must be a 1-D array of scalar targets (n_samples,), got shape {y.shape}: a quantile function "
+            "is learned for one scalar output"
+        )
+    y = column_or_1d(y, warn=True).astype(np.float64, copy=False)
+    if y.shape[0] != n_samples:
+        raise ValueError(f"X and {name} must have the same number of rows, got {n_samples} and {y.shape[0]}")
+    if not np.all(np.isfinite(y)):
+        raise ValueError(f"{name} must be finite (no NaN or inf): quantile regression needs every target observed")
+    return y
 
 
 def check_real(

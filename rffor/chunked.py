@@ -31,7 +31,16 @@ import numpy as np
 
 from ._validation import check_int, check_theta, check_X, check_Y
 
-__all__ = ["ArrayData", "ChunkSubset", "RowSplit", "as_data", "chunk_rows", "partition_chunks", "PROTOCOL"]
+__all__ = [
+    "ArrayData",
+    "ChunkSubset",
+    "ExpandedTargets",
+    "RowSplit",
+    "as_data",
+    "chunk_rows",
+    "partition_chunks",
+    "PROTOCOL",
+]
 
 #: attributes every chunked dataset has (``subset`` too when ``workers_can_read`` is False)
 PROTOCOL = ("n", "d", "m", "theta", "chunk_rows", "n_chunks", "chunk", "iter_chunks", "partition", "workers_can_read")
@@ -236,6 +245,61 @@ class _SplitView:
         for i, X, Y in self.data.iter_chunks(chunk_ids, **kw):
             keep = self.split.mask(int(i) * c, X.shape[0])
             yield i, X[keep], Y[keep]
+
+
+class ExpandedTargets:
+    """Scalar targets seen as curves on a grid: ``Y[r, j] = y_r − b_j`` (the quantile path, MATH.md §6: a scalar
+    target is a constant curve over the levels θ_j, minus the intercept curve b of the model).
+
+    A chunked dataset over ``base`` (whose outputs have one column): the same rows, chunks and partitions, with
+    ``m = len(theta)`` columns computed chunk by chunk (never stored). ``base`` is kept, so that the doubly
+    stochastic steps, which draw their own levels, read the scalar targets themselves
+    (:func:`rffor.solvers.dsgd.partition_steps`).
+
+    Parameters
+    ----------
+    base : chunked dataset
+        Scalar targets: ``m == 1``.
+    theta : ndarray of shape (m,)
+        The grid (quantile levels).
+    offset : ndarray of shape (m,)
+        b on the grid.
+    """
+
+    def __init__(self, base, theta, offset):
+        if base.m != 1:
+            raise ValueError(f"expanded targets need scalar targets (m = 1), the data has m = {base.m}")
+        self.base = base
+        self.theta = np.asarray(theta, dtype=np.float64)
+        self.offset = np.asarray(offset, dtype=np.float64)
+        if self.offset.shape != self.theta.shape:
+            raise ValueError(f"offset must have the shape of theta {self.theta.shape}, got {self.offset.shape}")
+        self.n, self.d, self.m = base.n, base.d, int(self.theta.shape[0])
+        self.chunk_rows, self.n_chunks = base.chunk_rows, base.n_chunks
+        self.workers_can_read = base.workers_can_read
+        self.cache_tag = getattr(base, "cache_tag", "all")
+
+    def _expand(self, Y: np.ndarray) -> np.ndarray:
+        Y = np.asarray(Y)
+        dtype = Y.dtype if np.issubdtype(Y.dtype, np.floating) else np.float64
+        return np.asarray(Y[:, :1], dtype=dtype) - self.offset.astype(dtype)[None, :]
+
+    def chunk(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        X, Y = self.base.chunk(i)
+        return X, self._expand(Y)
+
+    def iter_chunks(self, chunk_ids: Sequence[int] | None = None, **kw):
+        for i, X, Y in self.base.iter_chunks(chunk_ids, **kw):
+            yield i, X, self._expand(Y)
+
+    def partition(self, n_partitions: int) -> list[list[int]]:
+        return self.base.partition(n_partitions)
+
+    def subset(self, chunk_ids: Sequence[int]) -> ExpandedTargets:
+        return ExpandedTargets(self.base.subset(chunk_ids), self.theta, self.offset)
+
+    def __repr__(self) -> str:
+        return f"ExpandedTargets({self.base!r}, m={self.m})"
 
 
 def as_data(data, theta=None, chunk_rows: int | None = None):

@@ -164,18 +164,24 @@ def _loss_from_args(args):
 
     name, extra = LOSS_ALIASES[args.loss]
     spec = {"name": name, **extra}
+    if name == "pinball":  # both optional: ε-insensitivity (seed 001) and κ-smoothing (thesis 003 §5.4.2)
+        spec.update({k: v for k, v in (("epsilon", args.epsilon), ("kappa", args.kappa)) if v is not None})
+        return loss_from_spec(spec)
+    for option in ("levels", "noncrossing"):
+        if getattr(args, option, None) is not None:
+            raise UsageError(f"--{option} is for quantile functions (--loss pinball), not --loss {args.loss}")
     if name == "huber":
-        if args.kappa is None:
-            raise UsageError(f"--loss {args.loss} needs --kappa (the Huber threshold, in the units of the outputs)")
+        if args.kappa is None or args.kappa == 0:
+            raise UsageError(f"--loss {args.loss} needs --kappa > 0 (the Huber threshold, in the units of the outputs)")
         spec["kappa"] = args.kappa
     elif args.kappa is not None:
-        raise UsageError(f"--kappa is for the Huber losses (huber1, huber2), not --loss {args.loss}")
+        raise UsageError(f"--kappa is for the Huber losses (huber1, huber2) and pinball, not --loss {args.loss}")
     if name == "epsilon_insensitive":
         if args.epsilon is None:
             raise UsageError(f"--loss {args.loss} needs --epsilon (the insensitive width, in the units of the outputs)")
         spec["epsilon"] = args.epsilon
     elif args.epsilon is not None:
-        raise UsageError(f"--epsilon is for the ε-insensitive losses (eps2, epsinf), not --loss {args.loss}")
+        raise UsageError(f"--epsilon is for the ε-insensitive losses (eps2, epsinf, pinball), not --loss {args.loss}")
     return loss_from_spec(spec)
 
 
@@ -185,6 +191,9 @@ def describe_loss(loss) -> str:
         return "square"
     if spec["name"] == "huber":
         return f"huber{spec['p']} (κ={spec['kappa']:g})"
+    if spec["name"] == "pinball":
+        extra = [f"{k}={spec[k]:g}" for k in ("epsilon", "kappa") if spec[k]]
+        return "pinball" + (f" ({', '.join(extra)})" if extra else "")
     return f"eps{spec['p']} (ε={spec['epsilon']:g})"
 
 
@@ -209,11 +218,47 @@ def _prediction_grid(est, theta_data: np.ndarray) -> np.ndarray | None:
     return theta_data
 
 
+#: the levels at which ``rffor evaluate`` scores a quantile model (thesis 003 Table 5.1)
+EVALUATION_LEVELS = (0.1, 0.3, 0.5, 0.7, 0.9)
+
+
+def _is_quantile(est) -> bool:
+    return hasattr(est, "levels_")
+
+
+def evaluate_quantiles(est, ds) -> dict:
+    """Pinball loss (summed over :data:`EVALUATION_LEVELS`, and averaged over the model's training levels: the
+    integral pinball loss), crossing of the model itself (``rearrange`` off) at both, and calibration
+    ``max |coverage − τ|`` at the 5 levels, of a quantile model on a dataset of scalar targets (m = 1)."""
+    from .metrics import calibration_error, crossing_loss, pinball_loss
+
+    if ds.m != 1:
+        raise ValueError(f"a quantile model is evaluated on scalar targets (m = 1), the dataset has m = {ds.m}")
+    X, Y = ds.read()
+    X, y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)[:, 0]
+    tau, grid = np.array(EVALUATION_LEVELS), est.levels_
+    Q5, Qm = est.predict(X, levels=tau), est.predict(X, levels=grid)
+    raw5, rawm = est.predict_raw(X, tau), est.predict_raw(X, grid)
+    return {
+        "n": int(len(y)),
+        "levels": list(EVALUATION_LEVELS),
+        "pinball": pinball_loss(y, Q5, tau),
+        "integral_pinball": pinball_loss(y, Qm, grid, average=True),
+        "crossing": crossing_loss(raw5),
+        "crossing_training_levels": crossing_loss(rawm),
+        "calibration_error": calibration_error(y, Q5, tau),
+        "rearrange": bool(est.rearrange),
+    }
+
+
 def evaluate_model(est, ds) -> dict:
     """MSE, NMSE (MATH.md §7) and R² (as ``FunctionalRegressor.score``) over the observed entries of a dataset,
-    computed chunk by chunk (:class:`rffor.metrics.CurveScores`)."""
+    computed chunk by chunk (:class:`rffor.metrics.CurveScores`); for a quantile model,
+    :func:`evaluate_quantiles`."""
     from .metrics import CurveScores
 
+    if _is_quantile(est):
+        return evaluate_quantiles(est, ds)
     theta = _prediction_grid(est, ds.theta)
     scores = CurveScores(ds.m)
     for _, X_i, Y_i in ds.iter_chunks():
@@ -293,15 +338,20 @@ def cmd_make_data(args) -> int:
 
 def _estimator_from_args(args, loss, solver: str):
     from .estimator import FunctionalRegressor
+    from .quantile import QuantileFunctionRegressor
 
+    quantile = loss.needs_levels
     params = dict(
         kernel_x=args.kernel_x,
         kernel_theta=args.kernel_theta,
-        lam=args.lam,
         solver=solver,
         random_state=args.seed,
         verbose=args.verbose,
     )
+    if args.lam is not None:  # otherwise each estimator's own default
+        params["lam"] = args.lam
+    if quantile:
+        params.update({k: v for k, v in (("levels", args.levels), ("noncrossing", args.noncrossing)) if v is not None})
     if args.tol is not None:
         params["tol"] = args.tol
     if args.max_iter is not None:
@@ -324,6 +374,8 @@ def _estimator_from_args(args, loss, solver: str):
         if args.precondition is not None:
             params["precondition_rank"] = args.precondition
         if args.reweight is not None:
+            if quantile:
+                raise UsageError("--reweight is for the Huber losses, not --loss pinball")
             params["init_reweight"] = args.reweight
         if args.scheduler:
             params["scheduler_address"] = args.scheduler
@@ -331,7 +383,7 @@ def _estimator_from_args(args, loss, solver: str):
             params["checkpoint"] = args.checkpoint
             params["resume"] = args.resume
         params["dtype"] = args.dtype
-    return FunctionalRegressor(loss, **params)
+    return (QuantileFunctionRegressor if quantile else FunctionalRegressor)(loss, **params)
 
 
 def _resolve_cli_solver(args, n: int) -> str:
@@ -371,9 +423,19 @@ def cmd_fit(args) -> int:
     ds = _open_dataset(args.data)
     solver = _resolve_cli_solver(args, ds.n)
     est = _estimator_from_args(args, loss, solver)
-    _say(args, f"fitting {describe_loss(loss)} on {ds.n} curves x {ds.m} locations from {args.data} (solver {solver})")
+    quantile = loss.needs_levels
+    if quantile and ds.m != 1:
+        raise UsageError(
+            f"--loss {args.loss} learns the quantile function of a scalar target, but {args.data} holds curves of "
+            f"m = {ds.m} locations (its y must have shape (n, 1))"
+        )
+    what = f"{ds.n} targets (quantile function)" if quantile else f"{ds.n} curves x {ds.m} locations"
+    _say(args, f"fitting {describe_loss(loss)} on {what} from {args.data} (solver {solver})")
     t0 = time.perf_counter()
-    if solver == "rff":
+    if quantile and solver != "rff":
+        X, Y = ds.read()
+        est.fit(np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)[:, 0])
+    elif solver == "rff":
         from .executor import SchedulerLostError
 
         try:
@@ -429,11 +491,21 @@ def cmd_predict(args) -> int:
     est = _load_model(args.model)
     ds = _open_dataset(args.data)
     _check_dims(est, ds, args.model, args.data)
-    theta = _prediction_grid(est, ds.theta)
-    grid = ds.theta
+    if _is_quantile(est):  # the quantiles at the training levels, a curve over the levels per input
+        grid = est.levels_
+
+        def block_predict(block):
+            return est.predict(np.asarray(block, dtype=np.float64), levels=grid)
+    else:
+        theta = _prediction_grid(est, ds.theta)
+        grid = ds.theta
+
+        def block_predict(block):
+            return _predict_block(est, block, theta)
+
     x, _ = ds.to_dask()
     y_hat = da.map_blocks(
-        lambda block: _predict_block(est, block, theta).astype(np.float32, copy=False),
+        lambda block: block_predict(block).astype(np.float32, copy=False),
         x,
         chunks=(x.chunks[0], (grid.shape[0],)),
         dtype=np.float32,
@@ -462,6 +534,22 @@ def cmd_evaluate(args) -> int:
     scores = evaluate_model(est, ds)
     if args.json:
         print(json.dumps(scores))
+        return EXIT_OK
+    if _is_quantile(est):
+        levels = ", ".join(f"{t:g}" for t in scores["levels"])
+        print(f"{args.model} on {args.data} ({scores['n']} targets), quantiles at τ = {levels}:")
+        print(
+            _format_table(
+                ["metric", "value"],
+                [
+                    ["pinball (sum over the 5 levels)", f"{scores['pinball']:.6g}"],
+                    ["integral pinball (training levels)", f"{scores['integral_pinball']:.6g}"],
+                    ["crossing (model, 5 levels)", f"{scores['crossing']:.3g}"],
+                    ["crossing (model, training levels)", f"{scores['crossing_training_levels']:.3g}"],
+                    ["calibration max |coverage - τ|", f"{scores['calibration_error']:.4f}"],
+                ],
+            )
+        )
         return EXIT_OK
     print(f"{args.model} on {args.data} ({scores['n']} curves, {scores['observed']} observed values):")
     print(
@@ -923,7 +1011,8 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         formatter_class=_Formatter,
         help="fit a model on a Zarr dataset and save it",
-        description="Fit a FunctionalRegressor on a Zarr dataset and save it (rffor.io format). Exact solvers read "
+        description="Fit a FunctionalRegressor (a QuantileFunctionRegressor with --loss pinball) on a Zarr dataset "
+        "and save it (rffor.io format). Exact solvers read "
         "the data into memory; --solver rff trains out of core, chunk by chunk (on a Dask cluster with --scheduler).",
     )
     p.add_argument("data", metavar="DATA", help="training data (Zarr store written by make-data or rffor.data.write)")
@@ -931,22 +1020,41 @@ def build_parser() -> argparse.ArgumentParser:
         "--loss",
         choices=list(LOSS_ALIASES),
         default="square",
-        help="loss: square; huber1 (robust to outlying points) or huber2 (to outlying curves), with --kappa; eps2 "
+        help="loss: square; huber1 (robust to outlying points) or huber2 (to outlying curves), with --kappa; "
+        "pinball: the quantile function of a scalar target (y of shape (n, 1)), with optional --epsilon, --kappa, "
+        "--levels, --noncrossing; eps2 "
         "or epsinf (sparse), with --epsilon",
     )
-    p.add_argument("--kappa", type=_float_in(0, low_open=True), default=None, help="Huber threshold κ (huber1/2)")
-    p.add_argument("--epsilon", type=_float_in(0), default=None, help="ε-insensitive width (eps2/epsinf)")
+    p.add_argument(
+        "--kappa", type=_float_in(0), default=None, help="Huber threshold κ (huber1/2); pinball: smoothing κ ≥ 0"
+    )
+    p.add_argument("--epsilon", type=_float_in(0), default=None, help="ε-insensitive width (eps2/epsinf/pinball)")
     p.add_argument(
         "--lam",
         type=_lam,
-        default=DEFAULTS["lam"],
-        help="regularisation λ, or auto: chosen on 1 curve in 10 held out (--solver rff; rffor.solvers.selection)",
+        default=None,
+        help=f"regularisation λ (default {DEFAULTS['lam']:g}; {_quantile_defaults()['lam']:g} for pinball), or auto: "
+        "chosen on 1 curve in 10 held out (--solver rff; rffor.solvers.selection)",
     )
     p.add_argument(
         "--loss-params",
         choices=["auto"],
         default=None,
         help="with --lam auto: also choose the loss's κ or ε on the held-out curves, starting from --kappa/--epsilon",
+    )
+    p.add_argument(
+        "--levels",
+        type=_int_at_least(1),
+        default=None,
+        metavar="M",
+        help=f"pinball: training grid of M levels (default {_quantile_defaults()['levels']})",
+    )
+    p.add_argument(
+        "--noncrossing",
+        type=_float_in(0),
+        default=None,
+        metavar="LAMBDA_NC",
+        help="pinball: weight of the non-crossing penalty (default 0: none; ~10 makes it exact at the levels)",
     )
     p.add_argument(
         "--solver",
@@ -1101,6 +1209,13 @@ def _defaults() -> dict:
     from .estimator import FunctionalRegressor
 
     return FunctionalRegressor().get_params(deep=False)
+
+
+def _quantile_defaults() -> dict:
+    """The quantile estimator's defaults (:class:`rffor.QuantileFunctionRegressor`'s signature)."""
+    from .quantile import QuantileFunctionRegressor
+
+    return QuantileFunctionRegressor().get_params(deep=False)
 
 
 def _post_process(args) -> None:

@@ -111,7 +111,8 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
     max_steps : int or None, default None
         rff: cap on the number of DSGD steps (overrides ``n_epochs`` when smaller).
     n_theta_samples : int or None, default None
-        rff, integral losses: locations sampled per curve per step (None: all observed ones).
+        rff, integral losses: grid columns sampled per DSGD step, shared by the minibatch, so that a step costs
+        O(b·s·D_θ) instead of O(b·m·D_θ) (:class:`rffor.solvers.dsgd.LevelSampler`; None: every column).
     step_size : float or "auto", default "auto"
         rff: initial DSGD step η₀ (auto: a safe step below 1/(1 + λ)).
     local_steps : int or None, default None
@@ -425,7 +426,25 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         if self.representation == "eigen":
             problem = DualProblem.eigenbasis(K_x, K_theta, Y_full, self.lam, loss, r)
         else:
-            problem = DualProblem.splines(K_x, K_theta, Y_full, self.lam, loss)
+            problem = DualProblem.splines(K_x, K_theta, Y_full, self.lam, loss, theta=theta)
+        result = self._run_exact_solver(problem)
+        if problem.eigen:  # certify the returned model for (P), not the reduced problem only
+            self.objective_, _, self.duality_gap_ = full_certificate(problem, result.coef, K_theta)
+            self.reduced_duality_gap_ = result.gap
+        else:
+            self.objective_, self.duality_gap_ = float(self.objective_history_[-1]), result.gap
+        # predictions are K_X(X_new, X) @ W @ K_Θ(grid, θ_new) for both representations (MATH.md §3.1, §3.2):
+        # splines W = A/(λnm); eigen (Nyström ψ_j) W = A V_rᵀ/(λn√m)
+        if problem.eigen:
+            W = result.coef @ problem.V_r.T / (self.lam * n * np.sqrt(m))
+        else:
+            W = result.coef * problem.c
+        self._set_exact_model(X, W, theta)
+        return self
+
+    def _run_exact_solver(self, problem: DualProblem):
+        """Solve an exact dual with the estimator's solver, tolerance, iteration cap and progress messages; sets
+        ``dual_coef_``, ``n_iter_`` and ``objective_history_`` and returns the solver's result."""
         callback = None
         if self.verbose:
 
@@ -439,26 +458,23 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.dual_coef_ = result.coef
         self.n_iter_ = max(1, int(result.n_iter))
         self.objective_history_ = np.asarray(result.history["primal"])
-        if problem.eigen:  # certify the returned model for (P), not the reduced problem only
-            self.objective_, _, self.duality_gap_ = full_certificate(problem, result.coef, K_theta)
-            self.reduced_duality_gap_ = result.gap
-        else:
-            self.objective_, self.duality_gap_ = float(self.objective_history_[-1]), result.gap
-        self.X_fit_ = X
-        # predictions are K_X(X_new, X) @ W @ K_Θ(grid, θ_new) for both representations (MATH.md §3.1, §3.2):
-        # splines W = A/(λnm); eigen (Nyström ψ_j) W = A V_rᵀ/(λn√m)
-        if problem.eigen:
-            W = result.coef @ problem.V_r.T / (self.lam * n * np.sqrt(m))
-        else:
-            W = result.coef * problem.c
-        self._W = W
-        self._W_grid = W @ K_theta
-        return self
+        return result
 
-    def _fit_rff(self, data, theta):
+    def _output_columns(self, theta_new: np.ndarray) -> np.ndarray:
+        """The output side of an exact model's prediction ``K_X(X_new, X) W G(θ_new)``: ``G = K_Θ(grid, θ_new)``."""
+        return self.kernel_theta_.gram(self.theta_, theta_new)
+
+    def _set_exact_model(self, X: np.ndarray, W: np.ndarray, theta: np.ndarray) -> None:
+        """Store the training inputs and the prediction weights W (and W G on the training grid)."""
+        self.X_fit_ = X
+        self._W = W
+        self._W_grid = W @ self._output_columns(theta)
+
+    def _fit_rff(self, data, theta, **extra):
         """Random-feature fit (MATH.md §5): :func:`rffor.solvers.rff.fit_rff` on the executor the parameters choose
         (:func:`rffor.executor.make_executor`: Dask for a client, a scheduler address, several partitions or a
-        multi-chunk store; this process otherwise). ``data`` is a chunked dataset (:mod:`rffor.chunked`)."""
+        multi-chunk store; this process otherwise). ``data`` is a chunked dataset (:mod:`rffor.chunked`); ``extra``
+        keyword arguments of :func:`~rffor.solvers.rff.fit_rff` add to or replace the estimator's."""
         from .executor import make_executor
         from .solvers.rff import fit_rff
 
@@ -469,8 +485,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             security=self.security,
             n_partitions=self.n_partitions,
         )
-        result = fit_rff(
-            data,
+        kwargs = dict(
             loss=self.loss_,
             kernel_x=self.kernel_x_,
             kernel_theta=self.kernel_theta_,
@@ -502,6 +517,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             resume=self.resume,
             verbose=self.verbose,
         )
+        result = fit_rff(data, **{**kwargs, **extra})
         self.coef_ = result.coef
         self.input_features_ = result.input_features
         self.output_features_ = result.output_features
@@ -542,7 +558,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             if theta_new is None:
                 Y_hat = K_new @ self._W_grid
             else:
-                Y_hat = K_new @ (self._W @ self.kernel_theta_.gram(self.theta_, theta_new))
+                Y_hat = K_new @ (self._W @ self._output_columns(theta_new))
         if self._y_1d and theta is None:
             return Y_hat[:, 0]
         return Y_hat
@@ -664,7 +680,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             if not (X_fit.ndim == 2 and X_fit.shape[1] == d):
                 raise ValueError("x_fit does not have n_features_in columns")
             n = X_fit.shape[0]
-            if W.shape != (n, m) or W_grid.shape != (n, m):
+            if W.shape != (n, self._output_size(m)) or W_grid.shape != (n, m):
                 raise ValueError("the prediction weights do not match (n, m)")
             A = _saved_array(arrays, "dual_coef")
             if not (A.ndim == 2 and A.shape[0] == n):
@@ -696,6 +712,10 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         if lam is not None:
             self.lam_ = float(lam)
         self.lam_path_ = state.get("lam_path")
+
+    def _output_size(self, m: int) -> int:
+        """Columns of the prediction weights W of an exact model on a grid of m locations (m here)."""
+        return m
 
     def save(self, path, *, format: str | None = None) -> str:  # noqa: A002
         """Save the fitted model without pickle; :func:`rffor.load` reads it back.

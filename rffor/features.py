@@ -407,6 +407,15 @@ class ExactOutputFactor:
         K = np.asarray(self.kernel.gram(theta, self.theta_grid), dtype=np.float64)
         return np.ascontiguousarray(K @ self._proj, dtype=self.dtype)
 
+    def derivative(self, theta: np.ndarray) -> np.ndarray:
+        """``∂φ_Θ(θ)/∂θ = diag(t)^{-1/2} Vᵀ ∂_θ k_Θ(grid, θ)`` at levels θ of shape (q,) (one-dimensional Θ; the
+        non-crossing penalty of the random-feature path), shape (q, r), in ``dtype``."""
+        theta = np.asarray(theta, dtype=np.float64).ravel()
+        if self.theta_grid.shape[1] != 1:
+            raise ValueError("derivatives of the output features need a one-dimensional Θ")
+        d2, _ = self.kernel.gram_derivatives(self.theta_grid[:, 0], theta)  # (m, q): ∂k(grid_l, θ)/∂θ
+        return np.ascontiguousarray(d2.T @ self._proj, dtype=self.dtype)
+
     def __repr__(self) -> str:
         return (
             f"ExactOutputFactor({self.kernel!r}, m={self.m}, tol={self.tol}, rank={self.n_features}, "
@@ -636,6 +645,16 @@ class RandomOutputFeatures(RandomFourierFeatures):
     def transform(self, theta: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
         """Features at locations ``theta`` of shape (q,) or (q, p); returns (q, D_θ) in ``dtype``."""
         return super().transform(np.asarray(theta, dtype=np.float64), out=out)
+
+    def derivative(self, theta: np.ndarray) -> np.ndarray:
+        """``∂φ_Θ(θ)/∂θ = sqrt(2/D) [−ω sin(ωθ), ω cos(ωθ)]`` at levels θ of shape (q,) (one-dimensional Θ),
+        shape (q, D_θ), in ``dtype``."""
+        if self.dim != 1:
+            raise ValueError("derivatives of the output features need a one-dimensional Θ")
+        w = self.W[0].astype(np.float64)
+        Z = np.asarray(theta, dtype=np.float64).reshape(-1, 1) * w
+        scale = np.sqrt(2.0 / self.n_features)
+        return np.ascontiguousarray(scale * np.hstack([-w * np.sin(Z), w * np.cos(Z)]), dtype=self.dtype)
 
 
 def make_output_features(

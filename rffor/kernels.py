@@ -70,6 +70,26 @@ class Kernel:
     def _gram(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def gram_derivatives(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Derivatives of the kernel on the real line (Θ = [0, 1]): ``(∂k(a_i, b_j)/∂b, ∂²k(a_i, b_j)/∂a∂b)``.
+
+        The non-crossing penalty (thesis 003 Theorem 5.27) evaluates ∂_θ h through them, so it needs k ∈ C².
+
+        Parameters
+        ----------
+        a : array of shape (n_a,)
+        b : array of shape (n_b,)
+
+        Returns
+        -------
+        d2 : ndarray of shape (n_a, n_b)
+        d12 : ndarray of shape (n_a, n_b)
+        """
+        raise ValueError(
+            f"{self!r} is not twice differentiable: the non-crossing penalty needs a C² kernel on the levels "
+            "(e.g. Gaussian)"
+        )
+
     def sample_frequencies(self, n_frequencies: int, dim: int, rng: np.random.Generator) -> np.ndarray:
         """Draw frequencies ω from the kernel's spectral law (MATH.md §4 table).
 
@@ -96,6 +116,13 @@ class Gaussian(Kernel):
         d2 = a2[:, None] + b2[None, :] - 2.0 * (A.astype(np.float64) @ B.astype(np.float64).T)
         np.maximum(d2, 0.0, out=d2)
         return np.exp(-self.gamma * d2)
+
+    def gram_derivatives(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """With D = a − b and k = exp(−γD²): ``∂_b k = 2γ D k`` and ``∂_a ∂_b k = 2γ (1 − 2γ D²) k``."""
+        D = np.subtract.outer(np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel())
+        g = self.gamma
+        K = np.exp(-g * D * D)
+        return 2.0 * g * D * K, 2.0 * g * (1.0 - 2.0 * g * D * D) * K
 
     def sample_frequencies(self, n_frequencies: int, dim: int, rng: np.random.Generator) -> np.ndarray:
         return rng.standard_normal((dim, n_frequencies)) * np.sqrt(2.0 * self.gamma)

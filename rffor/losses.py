@@ -10,6 +10,46 @@ Every loss is ``L = ½‖·‖² □ g`` for a convex ``g``; a loss object knows
   (``dual_penalty_eigen``, ``prox_dual_eigen``; MATH.md §3.2).
 
 A solver asks only for these methods; the estimator never looks at which loss it holds.
+
+Pinball losses (quantile regression over all levels, MATH.md §6; thesis 003 §3.4.1, §5.4; seed 001 Table 1)
+------------------------------------------------------------------------------------------------------------
+
+Θ = [0, 1] holds the quantile levels and a scalar target y_i is the constant curve y_i(θ) = y_i. At level θ the
+pointwise loss of a residual r = y − h(x)(θ) is, with ε ≥ 0 (insensitivity) and κ ≥ 0 (smoothing),
+
+    ℓ_θ(r) = w_θ(r) s_κ((|r| − ε)₊),     w_θ(r) = θ if r ≥ 0 else 1 − θ,
+    s_κ(t) = t²/(2κ) if t ≤ κ else t − κ/2          (s_0(t) = t),                                     (Q)
+
+and ``L(r_i) = (1/m) Σ_j ℓ_{θ_j}(r_ij)`` on the level grid (the integral pinball loss under μ_m). ε = κ = 0 is the
+pinball ``max(θ r, (θ − 1) r)``; ε > 0 is the ε-insensitive pinball of seed 001 (Table 1: 0 on [−ε, ε], θ(r − ε)
+above, (θ − 1)(r + ε) below); κ > 0 replaces |·| by its Moreau envelope (thesis §5.4.2): quantiles as κ → 0,
+expectiles (the loss times 1/κ) as κ → ∞. ε and κ are in the units of the outputs, on every grid.
+
+Conjugate. ℓ_θ is convex with slopes in [θ − 1, θ], so ``ℓ_θ*(a) = sup_r a r − ℓ_θ(r) = +∞`` outside that interval.
+For 0 ≤ a ≤ θ the supremum is over r ≥ ε: with t = r − ε, ``a ε + sup_{t ≥ 0} [a t − θ s_κ(t)]``, reached at
+t = κ a / θ ≤ κ, equal to ``a ε + κ a²/(2θ)``; symmetrically for θ − 1 ≤ a ≤ 0. Hence
+
+    ℓ_θ*(a) = ι_[θ−1, θ](a) + ε |a| + (κ/2) a² / w_θ(a).                                                (Q*)
+
+Dual. In the μ_m inner product ``<f, g> = (1/m) Σ_j f_j g_j`` the conjugate of the integral loss is the integral of
+the conjugates (Rockafellar 1976; thesis Proposition 3.13): ``L*(α) = (1/m) Σ_j ℓ_{θ_j}*(α(θ_j))``. The dual of
+MATH.md §3, ``D(α) = Σ_i [L*(α_i) − <α_i, y_i>] + (1/(2λn)) Σ_ik k_X(x_i, x_k) <α_i, T α_k>``, on linear splines
+(A[i, j] = α_i(θ_j), ``<α_i, T α_k> = a_iᵀ K_Θ a_k / m²``) and multiplied by m, is
+
+    F(A) = −<A, Y>_F + (1/(2λnm)) Tr(K_X A K_Θ Aᵀ) + Σ_ij ℓ_{θ_j}*(A_ij)                                (D_q)
+
+that is (D_s) of MATH.md §3.1 without its ½‖A‖_F² (a pinball loss is not ``½‖·‖² □ g``: ``dual_quadratic`` = 0),
+with ψ(a_i) = Σ_j ℓ_{θ_j}*(a_ij). Its domain is the box ``θ_j − 1 ≤ A_ij ≤ θ_j``, in MATH.md's convention
+G = ∂L/∂r: at the optimum ``A_ij ∈ ∂ℓ_{θ_j}(r_ij)`` (times m/m = 1), i.e. A_ij = θ_j where the model is below the
+target and θ_j − 1 where it is above (thesis 003 writes the same set as ι_C(−α) with its opposite sign of α). The
+prediction ``Ĥ = K_X A K_Θ/(λnm)``, the primal value of a dual iterate and the gap ``P(A) + F(A)/(nm)`` are those of
+§3.1. The prox of γψ is entrywise (a one-dimensional convex problem: soft-threshold, the exact minimiser of the
+quadratic on the half-line of u's sign, then the box, which contains 0):
+
+    prox_γψ(u) = clip( sign(u) (|u| − γε)₊ · w/(w + γκ),  θ − 1, θ ),      w = w_θ(u).
+
+For DSGD (MATH.md §5) ``G = ∂L/∂r = sign(r) w_θ(r) min((|r| − ε)₊/κ, 1) / m_i`` (κ > 0), and for κ = 0
+``G = (θ 1{r ≥ ε} + (θ − 1) 1{r < −ε}) / m_i`` (ε = 0: θ − 1{r < 0}, MATH.md §6).
 """
 
 from __future__ import annotations
@@ -23,7 +63,7 @@ import numpy as np
 
 from ._validation import check_real
 
-__all__ = ["Loss", "Square", "Huber", "EpsilonInsensitive", "loss_from_spec"]
+__all__ = ["Loss", "Square", "Huber", "EpsilonInsensitive", "Pinball", "loss_from_spec"]
 
 
 def _row_norms(U: np.ndarray) -> np.ndarray:
@@ -73,6 +113,12 @@ class Loss:
     integral: bool = field(default=True, init=False, repr=False, compare=False)
     #: whether the eigenbasis dual (D_e) is defined for this loss (p = 2 losses and the square loss).
     supports_eigen: bool = field(default=False, init=False, repr=False, compare=False)
+    #: weight q of ``(q/2)‖A‖_F²`` in the dual: 1 for the losses ``½‖·‖² □ g`` of (D_s), whose conjugate holds
+    #: ½‖·‖²; 0 for the pinball losses, whose conjugate is a box (their dual (D_q) is not strongly convex).
+    dual_quadratic: float = field(default=1.0, init=False, repr=False, compare=False)
+    #: whether the loss depends on the location θ of each residual (the pinball losses: θ is the quantile level);
+    #: then every method that reads residuals or dual coefficients needs ``theta``.
+    needs_levels: bool = field(default=False, init=False, repr=False, compare=False)
 
     @property
     def is_square(self) -> bool:
@@ -93,13 +139,15 @@ class Loss:
         return dataclasses.replace(self, **{self.param_name: float(value)})
 
     # ----------------------------------------------------------------- primal
-    def curve_values(self, R: np.ndarray) -> np.ndarray:
+    def curve_values(self, R: np.ndarray, theta: np.ndarray | None = None) -> np.ndarray:
         """Per-curve loss L(r_i) (MATH.md §2 table).
 
         Parameters
         ----------
         R : ndarray of shape (n, m)
             Residual curves on the grid; NaN entries are unobserved and ignored.
+        theta : ndarray of shape (m,), optional
+            The locations of R's columns; only losses with ``needs_levels`` (the pinball losses) read it.
 
         Returns
         -------
@@ -107,17 +155,20 @@ class Loss:
         """
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def value(self, R: np.ndarray) -> float:
-        """Mean loss ``(1/n) Σ_i L(r_i)`` over the curves of R (shape (n, m), NaN ignored)."""
-        return float(np.mean(self.curve_values(R))) if len(R) else 0.0
+    def value(self, R: np.ndarray, theta: np.ndarray | None = None) -> float:
+        """Mean loss ``(1/n) Σ_i L(r_i)`` over the curves of R (shape (n, m), NaN ignored; ``theta`` as in
+        :meth:`curve_values`)."""
+        return float(np.mean(self.curve_values(R, theta))) if len(R) else 0.0
 
-    def grad(self, R: np.ndarray) -> np.ndarray:
+    def grad(self, R: np.ndarray, theta: np.ndarray | None = None) -> np.ndarray:
         """Gradient ``G = ∂L(r_i)/∂r_ij`` of each curve's loss (MATH.md §5 table).
 
         Parameters
         ----------
         R : ndarray of shape (n, m)
             Residuals; NaN entries are unobserved and get a zero gradient.
+        theta : ndarray of shape (m,), optional
+            Locations of R's columns (read by losses with ``needs_levels`` only).
 
         Returns
         -------
@@ -144,12 +195,14 @@ class Loss:
         return None
 
     # ------------------------------------------------------------ spline dual
-    def dual_penalty(self, A: np.ndarray) -> float:
-        """``Σ_i ψ(a_i)`` of (D_s) for dual coefficients A of shape (n, m); ``inf`` outside the domain."""
+    def dual_penalty(self, A: np.ndarray, theta: np.ndarray | None = None) -> float:
+        """``Σ_i ψ(a_i)`` of (D_s) for dual coefficients A of shape (n, m); ``inf`` outside the domain (``theta``,
+        the grid, is read by losses with ``needs_levels`` only)."""
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def prox_dual(self, U: np.ndarray, step: float) -> np.ndarray:
-        """``prox_{step·ψ}`` applied row-wise to U of shape (n, m) (MATH.md §3.1 table); returns a new array."""
+    def prox_dual(self, U: np.ndarray, step: float, theta: np.ndarray | None = None) -> np.ndarray:
+        """``prox_{step·ψ}`` applied row-wise to U of shape (n, m) (MATH.md §3.1 table); returns a new array.
+        A step of 0 is the projection onto the domain of ψ."""
         raise NotImplementedError  # pragma: no cover - abstract
 
     # ------------------------------------------------------------- eigen dual
@@ -178,18 +231,18 @@ class Square(Loss):
     def is_square(self) -> bool:
         return True
 
-    def curve_values(self, R):
+    def curve_values(self, R, theta=None):
         R0, _, counts = _observed(R)
         return 0.5 * _safe_div(np.einsum("ij,ij->i", R0, R0)[:, None], counts)[:, 0]
 
-    def grad(self, R):
+    def grad(self, R, theta=None):
         R0, _, counts = _observed(R)
         return _safe_div(R0, counts)
 
-    def dual_penalty(self, A):
+    def dual_penalty(self, A, theta=None):
         return 0.0
 
-    def prox_dual(self, U, step):
+    def prox_dual(self, U, step, theta=None):
         return np.array(U, copy=True)
 
     dual_penalty_eigen = dual_penalty
@@ -217,7 +270,7 @@ class Huber(Loss):
         object.__setattr__(self, "integral", self.p == 1)
         object.__setattr__(self, "supports_eigen", self.p == 2)
 
-    def curve_values(self, R):
+    def curve_values(self, R, theta=None):
         R0, mask, counts = _observed(R)
         k = self.kappa
         if self.p == 1:
@@ -227,7 +280,7 @@ class Huber(Loss):
         norms = np.sqrt(_safe_div(np.einsum("ij,ij->i", R0, R0)[:, None], counts))[:, 0]
         return np.where(norms <= k, 0.5 * norms**2, k * (norms - 0.5 * k))
 
-    def grad(self, R):
+    def grad(self, R, theta=None):
         R0, _, counts = _observed(R)
         if self.p == 1:
             return _safe_div(np.clip(R0, -self.kappa, self.kappa), counts)
@@ -254,7 +307,7 @@ class Huber(Loss):
         den = np.einsum("ij,ij->i", _safe_div(R0, counts), R0)
         return np.divide(num, den, out=np.ones_like(num), where=den > 0)
 
-    def dual_penalty(self, A):
+    def dual_penalty(self, A, theta=None):
         A = np.asarray(A)
         if self.p == 1:
             ok = np.max(np.abs(A), initial=0.0) <= self.kappa * (1 + 1e-10)
@@ -262,7 +315,7 @@ class Huber(Loss):
             ok = np.max(_row_norms(A), initial=0.0) <= math.sqrt(A.shape[1]) * self.kappa * (1 + 1e-10)
         return 0.0 if ok else math.inf
 
-    def prox_dual(self, U, step):
+    def prox_dual(self, U, step, theta=None):
         U = np.asarray(U)
         if self.p == 1:
             return np.clip(U, -self.kappa, self.kappa)
@@ -316,7 +369,7 @@ class EpsilonInsensitive(Loss):
     def param_name(self) -> str:
         return "epsilon"
 
-    def curve_values(self, R):
+    def curve_values(self, R, theta=None):
         R0, mask, counts = _observed(R)
         e = self.epsilon
         if self.p == math.inf:
@@ -325,7 +378,7 @@ class EpsilonInsensitive(Loss):
         norms = np.sqrt(_safe_div(np.einsum("ij,ij->i", R0, R0)[:, None], counts))[:, 0]
         return 0.5 * np.maximum(norms - e, 0.0) ** 2
 
-    def grad(self, R):
+    def grad(self, R, theta=None):
         R0, _, counts = _observed(R)
         e = self.epsilon
         if self.p == math.inf:
@@ -335,13 +388,13 @@ class EpsilonInsensitive(Loss):
             return _safe_div(R0, counts)
         return _safe_div(R0, counts) * _shrink_factor(norms, e)
 
-    def dual_penalty(self, A):
+    def dual_penalty(self, A, theta=None):
         A = np.asarray(A)
         if self.p == math.inf:
             return float(self.epsilon * np.abs(A).sum())
         return float(self.epsilon * math.sqrt(A.shape[1]) * _row_norms(A).sum())
 
-    def prox_dual(self, U, step):
+    def prox_dual(self, U, step, theta=None):
         U = np.asarray(U)
         t = step * self.epsilon
         if self.p == math.inf:
@@ -363,7 +416,101 @@ class EpsilonInsensitive(Loss):
         return {"name": "epsilon_insensitive", "epsilon": self.epsilon, "p": "inf" if self.p == math.inf else 2}
 
 
-_LOSSES = {"square": Square, "huber": Huber, "epsilon_insensitive": EpsilonInsensitive}
+@dataclass(frozen=True)
+class Pinball(Loss):
+    """Integral pinball loss over quantile levels (module docstring (Q); MATH.md §6), with optional insensitivity ε
+    (seed 001) and smoothing κ (thesis 003 §5.4.2).
+
+    The columns of the residuals are levels θ_j in [0, 1]: every method takes ``theta`` (the grid, shape (m,)).
+    Its dual (D_q) is a box ``θ_j − 1 ≤ A_ij ≤ θ_j`` plus ``ε|A_ij| + κ A_ij²/(2 w)`` (module docstring (Q*)).
+
+    Parameters
+    ----------
+    epsilon : float, default 0.0
+        Width ε ≥ 0 of the insensitive zone, in the units of the outputs (0: the plain pinball loss).
+    kappa : float, default 0.0
+        Smoothing κ ≥ 0 of |·| by its Moreau envelope, in the units of the outputs (0: not smoothed). With κ > 0
+        the loss is smooth, its curvature at most ``max(θ, 1 − θ)/κ``.
+    """
+
+    epsilon: float = 0.0
+    kappa: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_real(self.epsilon, "epsilon", low=0))
+        object.__setattr__(self, "kappa", check_real(self.kappa, "kappa", low=0))
+        object.__setattr__(self, "dual_quadratic", 0.0)
+        object.__setattr__(self, "needs_levels", True)
+
+    @property
+    def param_name(self) -> str | None:
+        """The parameter model selection varies: ε if it is non-zero, else κ if it is, else none (a walk by factors
+        cannot leave 0: pass ``Pinball(epsilon=...)`` or ``Pinball(kappa=...)`` to say which to choose)."""
+        return "epsilon" if self.epsilon > 0 else ("kappa" if self.kappa > 0 else None)
+
+    @staticmethod
+    def _levels(theta, m: int) -> np.ndarray:
+        """The levels as a row (1, m), checked: a pinball loss is undefined without them."""
+        if theta is None:
+            raise ValueError("the pinball loss needs theta, the quantile levels of the residuals' columns")
+        th = np.asarray(theta, dtype=np.float64).reshape(1, -1)
+        if th.shape[1] != m:
+            raise ValueError(f"theta has {th.shape[1]} levels but the residuals have {m} columns")
+        if not np.all((th >= 0) & (th <= 1)):
+            raise ValueError("theta must hold quantile levels in [0, 1]")
+        return th
+
+    def _weights(self, X: np.ndarray, th: np.ndarray) -> np.ndarray:
+        """w_θ(x): θ where x ≥ 0, 1 − θ where x < 0 (module docstring (Q))."""
+        return np.where(X < 0, 1.0 - th, th)
+
+    def curve_values(self, R, theta=None):
+        R0, mask, counts = _observed(R)
+        th = self._levels(theta, R0.shape[1])
+        t = np.maximum(np.abs(R0) - self.epsilon, 0.0)
+        k = self.kappa
+        smooth = t if k == 0 else np.where(t <= k, t * t / (2.0 * k), t - 0.5 * k)
+        pointwise = self._weights(R0, th) * smooth
+        return _safe_div((pointwise * mask).sum(axis=1, keepdims=True), counts)[:, 0]
+
+    def grad(self, R, theta=None):
+        R0, mask, counts = _observed(R)
+        th = self._levels(theta, R0.shape[1]).astype(R0.dtype)
+        e, k = self.epsilon, self.kappa
+        if k == 0:
+            G = np.where(R0 >= e, th, 0.0) + np.where(R0 < -e, th - 1.0, 0.0)
+        else:
+            t = np.maximum(np.abs(R0) - e, 0.0)
+            G = np.sign(R0) * self._weights(R0, th) * np.minimum(t / k, 1.0)
+        return _safe_div((G * mask).astype(R0.dtype, copy=False), counts)
+
+    def dual_penalty(self, A, theta=None):
+        A = np.asarray(A, dtype=np.float64)
+        th = self._levels(theta, A.shape[1])
+        tol = 1e-10  # rounding of iterates that sit on the box
+        if np.any(A > th + tol) or np.any(A < th - 1.0 - tol):
+            return math.inf
+        value = self.epsilon * float(np.abs(A).sum())
+        if self.kappa > 0:
+            w = self._weights(A, th)
+            quad = np.divide(A * A, w, out=np.zeros_like(A), where=w > 0)
+            value += 0.5 * self.kappa * float(quad.sum())
+        return value
+
+    def prox_dual(self, U, step, theta=None):
+        U = np.asarray(U, dtype=np.float64)
+        th = self._levels(theta, U.shape[1])
+        P = np.sign(U) * np.maximum(np.abs(U) - step * self.epsilon, 0.0)
+        if self.kappa > 0 and step > 0:
+            w = self._weights(U, th)
+            P *= w / (w + step * self.kappa)
+        return np.clip(P, th - 1.0, th)
+
+    def to_spec(self):
+        return {"name": "pinball", "epsilon": self.epsilon, "kappa": self.kappa}
+
+
+_LOSSES = {"square": Square, "huber": Huber, "epsilon_insensitive": EpsilonInsensitive, "pinball": Pinball}
 # command-line short names (rffor fit --loss ...)
 LOSS_ALIASES = {
     "square": ("square", {}),
@@ -371,6 +518,7 @@ LOSS_ALIASES = {
     "huber2": ("huber", {"p": 2}),
     "eps2": ("epsilon_insensitive", {"p": 2}),
     "epsinf": ("epsilon_insensitive", {"p": "inf"}),
+    "pinball": ("pinball", {}),
 }
 
 

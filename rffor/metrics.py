@@ -1,7 +1,9 @@
-"""Error metrics of curves over their observed entries (MATH.md §7), in one place.
+"""Error metrics in one place: curves over their observed entries (MATH.md §7) and quantile functions (§6).
 
-Every metric takes true curves ``Y`` of shape (n, m) whose NaN entries are unobserved (ignored) and predictions of
-the same shape. :class:`CurveScores` accumulates the same metrics chunk by chunk (out-of-core evaluation).
+Every curve metric takes true curves ``Y`` of shape (n, m) whose NaN entries are unobserved (ignored) and
+predictions of the same shape. :class:`CurveScores` accumulates the same metrics chunk by chunk (out-of-core
+evaluation). The quantile metrics take scalar targets y (n,) and predicted quantiles (n, q) at increasing levels:
+pinball loss, crossing and calibration (coverage).
 """
 
 from __future__ import annotations
@@ -9,7 +11,18 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-__all__ = ["mse", "nmse", "r2_score", "curve_mse", "curve_median_mse", "CurveScores"]
+__all__ = [
+    "mse",
+    "nmse",
+    "r2_score",
+    "curve_mse",
+    "curve_median_mse",
+    "CurveScores",
+    "pinball_loss",
+    "crossing_loss",
+    "quantile_coverage",
+    "calibration_error",
+]
 
 
 def _residuals(Y_true: ArrayLike, Y_pred: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -186,3 +199,86 @@ class CurveScores:
     def as_dict(self) -> dict:
         """``{"n", "m", "observed", "mse", "nmse", "r2"}``."""
         return {"n": self.n, "m": self.m, "observed": self.observed, "mse": self.mse, "nmse": self.nmse, "r2": self.r2}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# quantile functions (MATH.md §6)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _quantile_inputs(y: ArrayLike, Q: ArrayLike, levels: ArrayLike | None = None):
+    y = np.asarray(y, dtype=np.float64).ravel()
+    Q = np.asarray(Q, dtype=np.float64)
+    if Q.ndim == 1:
+        Q = Q[:, None]
+    if Q.ndim != 2 or Q.shape[0] != y.shape[0]:
+        raise ValueError(f"predicted quantiles must have shape (n, q) with n = {y.shape[0]}, got {Q.shape}")
+    if levels is None:
+        return y, Q, None
+    levels = np.atleast_1d(np.asarray(levels, dtype=np.float64))
+    if levels.shape != (Q.shape[1],):
+        raise ValueError(f"levels must have one entry per column of the quantiles ({Q.shape[1]}), got {levels.shape}")
+    return y, Q, levels
+
+
+def pinball_loss(y: ArrayLike, Q: ArrayLike, levels: ArrayLike, *, average: bool = False) -> float:
+    """Pinball loss of predicted quantiles, summed over the levels (or averaged with ``average=True``).
+
+    ``Σ_k (1/n) Σ_i ρ_τk(y_i − Q[i, k])`` with ``ρ_τ(r) = max(τ r, (τ − 1) r)`` (scikit-learn's
+    ``mean_pinball_loss`` per level). The sum over τ ∈ {0.1, 0.3, 0.5, 0.7, 0.9} times 100 is the scale of thesis
+    003 Table 5.1; the average over a level grid is the integral pinball loss of MATH.md §6.
+
+    Parameters
+    ----------
+    y : array-like of shape (n,)
+    Q : array-like of shape (n, q)
+        Predicted quantiles at the levels.
+    levels : array-like of shape (q,)
+    average : bool, default False
+
+    Returns
+    -------
+    float
+    """
+    from sklearn.metrics import mean_pinball_loss
+
+    y, Q, levels = _quantile_inputs(y, Q, levels)
+    total = sum(mean_pinball_loss(y, Q[:, k], alpha=float(t)) for k, t in enumerate(levels))
+    return float(total / len(levels) if average else total)
+
+
+def crossing_loss(Q: ArrayLike) -> float:
+    """Crossing of predicted quantiles at increasing levels: the mean over samples of
+    ``Σ_k max(Q[i, k] − Q[i, k+1], 0)`` over consecutive levels (torch_itl's crossing loss, per sample).
+
+    0 exactly when every row is non-decreasing. Thesis 003 Table 5.1 reports 100 times it at
+    τ ∈ {0.1, 0.3, 0.5, 0.7, 0.9}.
+
+    Parameters
+    ----------
+    Q : array-like of shape (n, q)
+        Quantiles at increasing levels.
+
+    Returns
+    -------
+    float
+    """
+    Q = np.asarray(Q, dtype=np.float64)
+    if Q.ndim != 2:
+        raise ValueError(f"Q must be a 2-D array (n, q), got shape {Q.shape}")
+    return float(np.maximum(Q[:, :-1] - Q[:, 1:], 0.0).sum(axis=1).mean()) if Q.shape[1] > 1 else 0.0
+
+
+def quantile_coverage(y: ArrayLike, Q: ArrayLike) -> np.ndarray:
+    """Share of targets at or below each predicted quantile: ``(1/n) Σ_i 1{y_i ≤ Q[i, k]}``, shape (q,).
+
+    For calibrated quantiles it equals the level τ_k (up to sampling noise, about ``sqrt(τ(1 − τ)/n)``).
+    """
+    y, Q, _ = _quantile_inputs(y, Q)
+    return np.mean(y[:, None] <= Q, axis=0)
+
+
+def calibration_error(y: ArrayLike, Q: ArrayLike, levels: ArrayLike) -> float:
+    """``max_k |coverage_k − τ_k|`` of :func:`quantile_coverage` (held-out data: a calibration number)."""
+    y, Q, levels = _quantile_inputs(y, Q, levels)
+    return float(np.max(np.abs(quantile_coverage(y, Q) - levels)))

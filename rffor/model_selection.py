@@ -32,7 +32,7 @@ from .solvers import EXACT_SOLVERS, solver_default
 from .solvers.dual import DualProblem
 from .solvers.selection import PARAM_RATIO
 
-__all__ = ["FunctionalRegressorCV", "DEFAULT_CV_LAMS"]
+__all__ = ["FunctionalRegressorCV", "QuantileFunctionRegressorCV", "DEFAULT_CV_LAMS"]
 
 #: the default λ grid of FunctionalRegressorCV (decades; extended past an edge)
 DEFAULT_CV_LAMS = tuple(10.0**-k for k in range(2, 10))
@@ -150,25 +150,19 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
                 f"solver must be one of {sorted(EXACT_SOLVERS)} (for solver='rff' use "
                 f"FunctionalRegressor(lam='auto')), got {self.solver!r}"
             )
-        X = check_X(X)
-        Y = check_Y(y, n_samples=X.shape[0], name="y")
-        theta = check_theta(theta, Y.shape[1])
-        base_loss = Square() if self.loss is None else self.loss
+        X, Y, theta = self._validate(X, y, theta)
+        base_loss = self._base_loss()
         params = self._params(base_loss)
         kx, kt = self._estimator(base_loss, 1.0)._kernels(X, theta)
         lams = sorted({float(v) for v in (DEFAULT_CV_LAMS if self.lams is None else self.lams)}, reverse=True)
         folds = self._splits(X)
-        K_t = kt.gram(theta)
-        eig_t = eigh_psd(K_t)
-        per_fold = []
-        for tr, va in folds:
-            K_tr = kx.gram(X[tr])
-            per_fold.append((va, K_tr, eigh_psd(K_tr), kx.gram(X[va], X[tr]), fill_missing(Y[tr], theta)))
+        eig_t = eigh_psd(kt.gram(theta))
+        per_fold = [self._fold(X, Y, theta, tr, va, kx, kt, eig_t) for tr, va in folds]
         table: dict[tuple[float | None, float], list[float]] = {}
         extensions: list[str] = []
         todo = {(p, lam) for p in params for lam in lams}
         for ext in range(int(self.max_extensions) + 1):
-            self._evaluate(todo, base_loss, per_fold, K_t, eig_t, Y, table)
+            self._evaluate(todo, base_loss, per_fold, table)
             best = min(table, key=lambda k: np.mean(table[k]))
             grid_l = sorted({lam for (_, lam) in table})
             grid_p = sorted({p for (p, _) in table}, key=lambda v: -np.inf if v is None else v)
@@ -203,24 +197,55 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
         )
         self.lam_ = best[1]
         self.loss_ = base_loss if best[0] is None else base_loss.with_param(best[0])
-        self.best_estimator_ = self._estimator(self.loss_, self.lam_, kernel_x=kx).fit(X, Y, theta=theta)
+        self.best_estimator_ = self._refit(self._estimator(self.loss_, self.lam_, kernel_x=kx), X, Y, theta)
         self.n_features_in_ = X.shape[1]
         return self
 
-    def _evaluate(self, todo, base_loss, per_fold, K_t, eig_t, Y, table) -> None:
+    def _evaluate(self, todo, base_loss, per_fold, table) -> None:
         """Fold scores of the candidates ``todo`` ((param, λ) pairs) into ``table``: per loss parameter and fold,
         the λ values from the largest down, each solve warm-started at the previous one's dual solution."""
         for p in sorted({p for p, _ in todo}, key=lambda v: -np.inf if v is None else v):
             loss = base_loss if p is None else base_loss.with_param(p)
             lams = sorted({lam for q, lam in todo if q == p}, reverse=True)
-            for va, K_tr, eig_x, K_va, Y_tr in per_fold:
+            for fold in per_fold:
                 warm = True
                 for lam in lams:
-                    problem = DualProblem.splines(K_tr, K_t, Y_tr, lam, loss, eig_x=eig_x, eig_theta=eig_t)
+                    problem = self._fold_problem(fold, lam, loss)
                     res = self._solve(problem, warm)
                     warm = res.coef if not loss.is_square else True
-                    E = curve_mse(Y[va], K_va @ (res.coef * problem.c) @ K_t)
-                    table.setdefault((p, lam), []).append(float(np.mean(E) if loss.is_square else np.median(E)))
+                    table.setdefault((p, lam), []).append(self._fold_score(fold, problem, res.coef, loss))
+
+    # ---- what differs between curve targets and quantile functions (QuantileFunctionRegressorCV overrides it)
+    def _base_loss(self) -> Loss:
+        return Square() if self.loss is None else self.loss
+
+    def _validate(self, X, y, theta):
+        X = check_X(X)
+        Y = check_Y(y, n_samples=X.shape[0], name="y")
+        return X, Y, check_theta(theta, Y.shape[1])
+
+    def _fold(self, X, Y, theta, tr, va, kx, kt, eig_t) -> dict:
+        """What every candidate of a fold reuses: the training rows' K_X and its eigendecomposition, the validation
+        rows' kernel, the filled training outputs."""
+        K_tr = kx.gram(X[tr])
+        return {
+            "K_tr": K_tr, "eig_x": eigh_psd(K_tr), "K_va": kx.gram(X[va], X[tr]), "Y_tr": fill_missing(Y[tr], theta),
+            "Y_va": Y[va], "K_t": kt.gram(theta), "eig_t": eig_t,
+        }  # fmt: skip
+
+    def _fold_problem(self, fold: dict, lam: float, loss: Loss) -> DualProblem:
+        return DualProblem.splines(
+            fold["K_tr"], fold["K_t"], fold["Y_tr"], lam, loss, eig_x=fold["eig_x"], eig_theta=fold["eig_t"]
+        )
+
+    def _fold_score(self, fold: dict, problem: DualProblem, coef: np.ndarray, loss: Loss) -> float:
+        """The fold's validation score of a candidate: the median over curves of their MSE for a robust loss, the
+        mean for the square loss (module docstring)."""
+        E = curve_mse(fold["Y_va"], fold["K_va"] @ (coef * problem.c) @ fold["K_t"])
+        return float(np.mean(E) if loss.is_square else np.median(E))
+
+    def _refit(self, est, X, Y, theta):
+        return est.fit(X, Y, theta=theta)
 
     def _solve(self, problem, warm):
         solve = EXACT_SOLVERS[self.solver]
@@ -232,3 +257,117 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
         """The refitted model's predictions (:meth:`rffor.FunctionalRegressor.predict`)."""
         check_is_fitted(self, "best_estimator_")
         return self.best_estimator_.predict(X, theta=theta)
+
+
+class QuantileFunctionRegressorCV(FunctionalRegressorCV):
+    """:class:`~rffor.QuantileFunctionRegressor` with λ (and the pinball loss's ε or κ) chosen by K-fold
+    cross-validation, with :class:`FunctionalRegressorCV`'s path: one eigendecomposition of each fold's K_X for
+    every candidate, each solve warm-started at the previous (larger) λ's dual, a grid edge extended.
+
+    A candidate's fold score is the pinball loss of the validation targets averaged over the training levels,
+    ``(1/n_va) Σ_i (1/m) Σ_j ρ_θj(y_i − q(x_i)(θ_j))`` (the integral pinball loss; the model itself, penalty not
+    included, offset fitted on the fold's training rows), or over ``score_levels`` when given. Parameters are
+    :class:`FunctionalRegressorCV`'s and the quantile estimator's (``levels``, ``noncrossing``, ``offset``,
+    ``rearrange``); ``loss`` defaults to ``Pinball()``.
+
+    Attributes
+    ----------
+    lam_, loss_, cv_results_, extensions_
+        As in :class:`FunctionalRegressorCV`.
+    best_estimator_ : QuantileFunctionRegressor
+        Refitted on all rows.
+    """
+
+    def __init__(
+        self,
+        loss: Loss | None = None,
+        *,
+        lams=None,
+        loss_params=None,
+        cv: int = 5,
+        levels=50,
+        kernel_x=None,
+        kernel_theta=None,
+        noncrossing: float = 0.0,
+        offset: str = "normal",
+        rearrange: bool = True,
+        solver: str = "admm",
+        tol: float = 1e-5,
+        max_iter: int | None = None,
+        max_extensions: int = 3,
+        random_state: int = 0,
+        score_levels=None,
+    ):
+        super().__init__(
+            loss, lams=lams, loss_params=loss_params, cv=cv, kernel_x=kernel_x, kernel_theta=kernel_theta,
+            solver=solver, tol=tol, max_iter=max_iter, max_extensions=max_extensions, random_state=random_state,
+        )  # fmt: skip
+        self.levels = levels
+        self.noncrossing = noncrossing
+        self.offset = offset
+        self.rearrange = rearrange
+        self.score_levels = score_levels
+
+    def _base_loss(self) -> Loss:
+        from .losses import Pinball
+
+        return Pinball() if self.loss is None else self.loss
+
+    def _estimator(self, loss: Loss, lam: float, kernel_x=None):
+        from .quantile import QuantileFunctionRegressor
+
+        return QuantileFunctionRegressor(
+            loss, levels=self.levels, kernel_x=kernel_x if kernel_x is not None else self.kernel_x,
+            kernel_theta=self.kernel_theta, lam=lam,
+            noncrossing=self.noncrossing, offset=self.offset, rearrange=self.rearrange, solver=self.solver,
+            tol=self.tol, max_iter=self.max_iter,
+        )  # fmt: skip
+
+    def _validate(self, X, y, theta):
+        from ._validation import check_targets
+        from .levels import level_grid
+
+        if theta is not None:
+            raise ValueError("the levels of a quantile fit are the levels parameter, not theta")
+        X = check_X(X)
+        return X, check_targets(y, n_samples=X.shape[0]), level_grid(self.levels)
+
+    def _fold(self, X, y, levels, tr, va, kx, kt, eig_t) -> dict:
+        from ._validation import check_levels
+        from .levels import NormalOffset
+        from .solvers.noncrossing import output_columns
+
+        offset = NormalOffset.fit(y[tr]) if self.offset == "normal" else None
+        base = np.zeros(len(levels)) if offset is None else offset(levels)
+        score_levels = levels if self.score_levels is None else check_levels(self.score_levels, "score_levels")
+        anchors = levels if self.noncrossing > 0 else np.empty(0)
+        K_tr = kx.gram(X[tr])
+        return {
+            "K_tr": K_tr, "eig_x": eigh_psd(K_tr), "K_va": kx.gram(X[va], X[tr]), "Y_tr": y[tr][:, None] - base,
+            "y_va": y[va], "base": base, "levels": levels, "kt": kt, "anchors": anchors,
+            "slope": None if offset is None else offset.slope(anchors),
+            "score_levels": score_levels, "G": output_columns(kt, levels, anchors, score_levels),
+            "score_base": np.zeros(len(score_levels)) if offset is None else offset(score_levels),
+        }  # fmt: skip
+
+    def _fold_problem(self, fold: dict, lam: float, loss: Loss) -> DualProblem:
+        from .solvers.noncrossing import noncrossing_problem
+
+        return noncrossing_problem(
+            fold["K_tr"], fold["Y_tr"], fold["levels"], fold["kt"], lam, loss, lam_nc=float(self.noncrossing),
+            anchors=fold["anchors"], offset_slope=fold["slope"], eig_x=fold["eig_x"],
+        )  # fmt: skip
+
+    def _fold_score(self, fold: dict, problem: DualProblem, coef: np.ndarray, loss: Loss) -> float:
+        from .metrics import pinball_loss
+
+        Q = fold["K_va"] @ (coef * problem.c) @ fold["G"] + fold["score_base"]
+        return pinball_loss(fold["y_va"], Q, fold["score_levels"], average=True)
+
+    def _refit(self, est, X, y, levels):
+        return est.fit(X, y)
+
+    def predict(self, X, levels=None):
+        """The refitted model's quantiles (:meth:`rffor.QuantileFunctionRegressor.predict`)."""
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.predict(X, levels=levels)

@@ -9,6 +9,8 @@ state (safe in scripts, threads and headless machines), and returns the figure; 
 - :func:`plot_history` — objective per iteration (exact solvers) or per round (random features).
 - :func:`compute_path` and :func:`plot_path` — test error and dual sparsity along a path of κ (Huber) or ε
   (ε-insensitive) values.
+- :func:`plot_quantile_curves` and :func:`plot_calibration` — quantile functions of a 1-D input (crossings visible)
+  and the held-out coverage of each level (MATH.md §6).
 """
 
 from __future__ import annotations
@@ -18,7 +20,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["plot_curves", "plot_history", "compute_path", "plot_path", "dual_sparsity"]
+__all__ = [
+    "plot_curves",
+    "plot_history",
+    "compute_path",
+    "plot_path",
+    "dual_sparsity",
+    "plot_quantile_curves",
+    "plot_calibration",
+]
 
 _COLORS = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange", "tab:brown")
 
@@ -337,4 +347,99 @@ def plot_path(
         b.set_ylim(-2, 102)
     if title:
         a.set_title(title)
+    return fig
+
+
+def plot_quantile_curves(
+    x,
+    Q,
+    levels,
+    *,
+    X_observed=None,
+    y_observed=None,
+    ax=None,
+    title: str | None = None,
+    xlabel: str = "x",
+    ylabel: str = "y",
+):
+    """Predicted quantile curves ``x ↦ q(x)(τ)`` of a one-dimensional input, one line per level, coloured from blue
+    (τ near 0) to red (τ near 1), as thesis 003 Figure 5.2 draws them; crossings show as lines that cross.
+
+    Parameters
+    ----------
+    x : array-like of shape (n,)
+        Input values (sorted for a clean drawing).
+    Q : array-like of shape (n, q)
+        Quantiles at ``levels`` (e.g. ``est.predict(x[:, None], levels)``).
+    levels : array-like of shape (q,)
+    X_observed, y_observed : array-like of shape (n_obs,), optional
+        Data, drawn as dots.
+    ax : matplotlib Axes, optional
+    title, xlabel, ylabel : str
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    x = np.asarray(x, dtype=np.float64).ravel()
+    Q = np.asarray(Q, dtype=np.float64)
+    levels = np.asarray(levels, dtype=np.float64).ravel()
+    if Q.shape != (x.shape[0], levels.shape[0]):
+        raise ValueError(f"Q must have shape {(x.shape[0], levels.shape[0])} (inputs, levels), got {Q.shape}")
+    from matplotlib import colormaps
+
+    fig, axes = _figure_and_axes(ax, 1, panel_size=(5.0, 3.6))
+    a = axes[0]
+    if X_observed is not None and y_observed is not None:
+        a.plot(np.ravel(X_observed), np.ravel(y_observed), ".", color="0.5", ms=3, zorder=3)
+    cmap = colormaps["coolwarm"]
+    order = np.argsort(x)
+    for k, t in enumerate(levels):
+        a.plot(x[order], Q[order, k], color=cmap(float(t)), lw=0.8)
+    a.set_xlabel(xlabel)
+    a.set_ylabel(ylabel)
+    if title:
+        a.set_title(title, fontsize=9)
+    return fig
+
+
+def plot_calibration(levels, coverages, *, labels: Sequence[str] | None = None, ax=None, title: str | None = None):
+    """Calibration of predicted quantiles: the share of held-out targets at or below the τ-quantile against τ
+    (:func:`rffor.metrics.quantile_coverage`), with the diagonal and ``max |coverage − τ|`` in the legend.
+
+    Parameters
+    ----------
+    levels : array-like of shape (q,)
+    coverages : array-like of shape (q,), or a sequence / dict of them (several models)
+    labels : sequence of str, optional
+    ax : matplotlib Axes, optional
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    levels = np.asarray(levels, dtype=np.float64).ravel()
+    if isinstance(coverages, Mapping):
+        labels = list(coverages.keys()) if labels is None else labels
+        coverages = list(coverages.values())
+    elif np.ndim(coverages) == 1:
+        coverages = [coverages]
+    curves = [np.asarray(c, dtype=np.float64).ravel() for c in coverages]
+    if any(c.shape != levels.shape for c in curves):
+        raise ValueError(f"every coverage must have the shape of levels {levels.shape}")
+    labels = [f"model {i}" for i in range(len(curves))] if labels is None else list(labels)
+    fig, axes = _figure_and_axes(ax, 1, panel_size=(4.0, 3.6))
+    a = axes[0]
+    a.plot([0, 1], [0, 1], color="0.6", lw=1, ls=":")
+    for c, (cov, label) in enumerate(zip(curves, labels, strict=True)):
+        err = float(np.max(np.abs(cov - levels)))
+        a.plot(levels, cov, color=_COLORS[c % len(_COLORS)], marker=".", label=f"{label} (max |cov − τ| {err:.3f})")
+    a.set_xlabel("level τ")
+    a.set_ylabel("share of y ≤ predicted τ-quantile")
+    a.set_xlim(0, 1)
+    a.set_ylim(0, 1)
+    a.legend(fontsize=7, loc="upper left")
+    if title:
+        a.set_title(title, fontsize=9)
     return fig

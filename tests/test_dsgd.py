@@ -19,9 +19,9 @@ from rffor.features import ExactOutputFactor, RandomFourierFeatures
 from rffor.kernels import Gaussian
 from rffor.losses import EpsilonInsensitive, Huber, Square
 from rffor.solvers.dsgd import (
+    LevelSampler,
     SGDConfig,
     SGDState,
-    _subsample_theta,
     epoch_steps,
     partition_seed,
     partition_steps,
@@ -184,17 +184,20 @@ def test_step_does_not_modify_input_state(problem):
     assert np.array_equal(s0.B, before.B) and np.array_equal(s0.B_avg, before.B_avg) and s0.t == before.t
 
 
-def test_theta_subsample_picks_m_observed_entries():
+def test_grid_sampler_draws_distinct_columns_uniformly():
+    """A grid-mode step uses s distinct columns (the same for the whole minibatch), each with probability s/m: the
+    sampled mean over columns is an unbiased estimate of the mean over the grid."""
     rng = np.random.default_rng(0)
-    R = rng.standard_normal((50, 30))
-    R[rng.random(R.shape) < 0.5] = np.nan
-    R[0, :] = np.nan
-    R[0, :3] = 1.0  # a curve with only 3 observed values keeps them all
-    S = _subsample_theta(R, 5, rng)
-    kept = ~np.isnan(S)
-    assert np.all(kept.sum(1) == np.minimum(5, (~np.isnan(R)).sum(1)))
-    assert np.all(~np.isnan(R)[kept])  # only observed entries are sampled
-    np.testing.assert_array_equal(S[kept], R[kept])
+    m, s, draws = 30, 5, 6000
+    features = rng.standard_normal((m, 4))
+    counts = np.zeros(m)
+    for _ in range(draws):
+        d = LevelSampler(s, "grid").draw(rng, features, np.linspace(0, 1, m), np.float64)
+        assert len(np.unique(d.cols)) == s and np.all(np.diff(d.cols) > 0)
+        np.testing.assert_array_equal(d.Phi, features[d.cols])
+        counts[d.cols] += 1
+    # binomial(draws, s/m): 1000 ± 29 per column; 5 standard deviations
+    assert np.all(np.abs(counts - draws * s / m) < 5 * np.sqrt(draws * s / m * (1 - s / m)))
 
 
 def test_norm_losses_ignore_theta_subsampling(problem):

@@ -1,8 +1,8 @@
 """The dual of the exact solver by ADMM with exact eigen-solves (MATH.md §3.1b).
 
 Splitting ``min_A f(A) + Σ ψ(z_i)  s.t. A = Z``, the A-step solves a linear system whose matrix is diagonal in
-the joint eigenbasis of K_X and K_out (``H = 1 + c s tᵀ``), so each iteration is two rotations, a prox and, for the
-certificate, one more rotation::
+the joint eigenbasis of K_X and K_out (``H = q + c s tᵀ``, q = 1 for (D_s), 0 for the pinball dual (D_q)), so each
+iteration is two rotations, a prox and, for the certificate, one more rotation::
 
     Â ← (Ŷ + ρ (Ẑ − Ŵ)) ⊘ (H + ρ),   A = U Â Vᵀ
     Z ← prox_{ψ/ρ}(A + W),           Ẑ = Uᵀ Z Vᵀ
@@ -10,6 +10,11 @@ certificate, one more rotation::
 
 The gap is evaluated on Z, which is always feasible; ``c 𝒦(Z) = U (c s tᵀ ⊙ Ẑ) Vᵀ``. ρ is adapted by residual
 balancing (Boyd et al. 2011, §3.4.1): it costs nothing since the solve stays diagonal.
+
+Over-relaxation (Boyd et al. 2011, §3.4.3) replaces A by ``α A + (1 − α) Z_prev`` in the Z- and W-steps. For the
+pinball dual (D_q), which is not strongly convex, α = 1.8 (the default there) took 1.7–1.9x fewer iterations than
+α = 1 to a relative gap of 1e-3 (n = 280, m = 20, λ from 1e-3 to 1e-5, with and without the non-crossing
+penalty: e.g. 2154 → 1173 at λ = 1e-5); (D_s) and (D_e) keep α = 1, for which MATH.md §3.1b's counts were measured.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ def solve_admm(
     max_iter: int = 2_000,
     rho: float = 1.0,
     balance: float = 10.0,
+    relax: float | None = None,
     warm_start: bool | np.ndarray = True,
     callback=None,
 ) -> SolverResult:
@@ -49,6 +55,9 @@ def solve_admm(
     balance : float
         ρ doubles when the primal residual ‖A − Z‖ exceeds ``balance`` times the dual residual ρ‖Z − Z_prev‖,
         and halves in the opposite case (the scaled multiplier W is rescaled accordingly).
+    relax : float in (0, 2) or None
+        Over-relaxation α (module docstring); None: 1.8 for a dual that is not strongly convex (q = 0, the pinball
+        losses), 1 otherwise.
     warm_start : bool or ndarray of shape (n, q)
         True: Z starts at the prox of the closed-form square-loss solution; False: at 0; an array: at it
         (projected onto the domain of ψ for the Huber losses).
@@ -58,14 +67,18 @@ def solve_admm(
     -------
     SolverResult
     """
+    alpha = (1.8 if problem.q == 0 else 1.0) if relax is None else float(relax)
+    if not 0 < alpha < 2:
+        raise ValueError(f"relax must be in (0, 2), got {relax!r}")
     H = problem.hessian_diag
-    cst = H - 1.0  # c s tᵀ: the kernel product in the eigenbasis
+    cst = H - problem.q  # c s tᵀ: the kernel product in the eigenbasis
     Y_hat = problem.rotate(problem.Y)
     if isinstance(warm_start, np.ndarray):
         # a step of 0 only projects onto the domain of ψ: the iteration starts at the given point if feasible
         Z = problem.prox(np.array(warm_start, dtype=np.float64), 0.0)
     elif warm_start:
-        Z = problem.prox(problem.unrotate(Y_hat / H), 1.0 / rho)
+        # the square-loss solution Ŷ ⊘ (1 + c s tᵀ) (for q = 0 too: its residuals give the pinball dual its signs)
+        Z = problem.prox(problem.unrotate(Y_hat / (1.0 + cst)), 1.0 / rho)
     else:
         Z = np.zeros_like(problem.Y)
     Z_hat = problem.rotate(Z)
@@ -78,11 +91,15 @@ def solve_admm(
         it += 1
         A_hat = (Y_hat + rho * (Z_hat - W_hat)) / (H + rho)
         A = problem.unrotate(A_hat)
+        if alpha != 1.0:
+            A_r, A_r_hat = alpha * A + (1.0 - alpha) * Z, alpha * A_hat + (1.0 - alpha) * Z_hat
+        else:
+            A_r, A_r_hat = A, A_hat
         Z_prev = Z
-        Z = problem.prox(A + W, 1.0 / rho)
+        Z = problem.prox(A_r + W, 1.0 / rho)
         Z_hat = problem.rotate(Z)
-        W += A - Z
-        W_hat += A_hat - Z_hat
+        W += A_r - Z
+        W_hat += A_r_hat - Z_hat
         gap = record(history, problem.certificate(Z, problem.unrotate(cst * Z_hat)))
         if callback is not None:
             callback(it, Z, gap)

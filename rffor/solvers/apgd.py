@@ -1,9 +1,12 @@
 """Dual accelerated proximal gradient for the exact solver (MATH.md §3.1, §3.2).
 
-Minimises F(A) = f(A) + Σ_i ψ(a_i) of (D_s) or (D_e) (see :mod:`rffor.solvers.dual`). The smooth part f is
-1-strongly convex and L-smooth with ``L = 1 + c ‖K_X‖₂ ‖K_out‖₂``, so FISTA with the constant strongly-convex
-momentum ``β = (√L − 1)/(√L + 1)`` converges linearly; the gradient-based adaptive restart of O'Donoghue &
-Candès (2015) removes the oscillations when L is underestimated locally. The iteration starts from the
+Minimises F(A) = f(A) + Σ_i ψ(a_i) of (D_s), (D_e) or (D_q) (see :mod:`rffor.solvers.dual`). The smooth part f is
+q-strongly convex and L-smooth with ``L = q + c ‖K_X‖₂ ‖K_out‖₂``. For q = 1 (D_s, D_e), FISTA with the constant
+strongly-convex momentum ``β = (√L − 1)/(√L + 1)`` converges linearly; for q = 0 (the pinball dual (D_q), a
+box-constrained quadratic that is only convex) the momentum is FISTA's ``(t_k − 1)/t_{k+1}`` (Beck & Teboulle
+2009), reset at every restart. The gradient-based adaptive restart of O'Donoghue & Candès (2015) removes the
+oscillations when L is underestimated locally, and recovers a linear rate where the problem is locally strongly
+convex. The iteration starts from the
 closed-form square-loss solution projected by the prox (a feasible point) and stops on the relative duality gap,
 evaluated every ``check_every`` iterations (the certificate costs a loss evaluation; the iterates do not depend
 on it).
@@ -63,7 +66,9 @@ def solve_apgd(
     """
     L = problem.lipschitz
     step = 1.0 / L
-    beta = (math.sqrt(L) - 1.0) / (math.sqrt(L) + 1.0)
+    mu = problem.q  # strong convexity of the smooth part
+    beta = (math.sqrt(L) - math.sqrt(mu)) / (math.sqrt(L) + math.sqrt(mu))
+    t_k = 1.0  # FISTA's sequence, used when mu = 0
     if isinstance(warm_start, np.ndarray):
         # a step of 0 only projects onto the domain of ψ: the iteration starts at the given point if feasible
         A = problem.prox(np.array(warm_start, dtype=np.float64), 0.0)
@@ -81,10 +86,10 @@ def solve_apgd(
     it = 0
     while gap > tol and it < max_iter:
         it += 1
-        # U = Z − step ∇f(Z) = (1 − step) Z + step (Y − c𝒦(Z)), in place
+        # U = Z − step ∇f(Z) = (1 − step q) Z + step (Y − c𝒦(Z)), in place
         np.subtract(problem.Y, KZ, out=U)
         U *= step
-        U += (1.0 - step) * Z
+        U += (1.0 - step * mu) * Z
         A_new = problem.prox(U, step)
         KA_new = problem.kernel_product(A_new)
         if it % check_every == 0 or it == max_iter:
@@ -95,7 +100,11 @@ def solve_apgd(
         if restart and inner(Z - A_new, diff) > 0:
             # the momentum points uphill: restart from the current iterate
             Z, KZ = A_new, KA_new
+            t_k = 1.0
         else:
+            if mu == 0:
+                t_next = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * t_k * t_k))
+                beta, t_k = (t_k - 1.0) / t_next, t_next
             diff *= beta
             diff += A_new
             Z = diff  # A_new + β (A_new − A)

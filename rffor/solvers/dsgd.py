@@ -1,8 +1,11 @@
 """Local doubly stochastic gradient steps on the random-feature model (MATH.md §5; thesis 003 Algorithm 3.2).
 
-"Doubly stochastic" in the sense of thesis 003: a step samples curves and, for integral losses with
-``n_theta_samples`` set, locations θ of them (off by default: every observed location is used); the random
-features are drawn once per fit, not at every step as in Dai et al. (2014).
+"Doubly stochastic" in the sense of thesis 003 Algorithm 3.2: a step samples curves and, for integral losses, levels
+θ (:class:`LevelSampler`), and computes residuals and gradients at the sampled levels only, so that its cost is
+O(b·s·D_θ) for s levels, not O(b·m·D_θ): s columns of the grid (functional outputs, ``n_theta_samples``; off by
+default: every observed location is used), or s levels drawn from μ anywhere in [0, 1] (quantile functions of
+scalar targets, whose output features are evaluated off the grid). The random features are drawn once per fit,
+not at every step as in Dai et al. (2014).
 
 Pure NumPy, no Dask: the round tasks of :func:`rffor.solvers.rff.fit_rff` run exactly these functions wherever the
 executor puts them (:mod:`rffor.executor`), so that a fit with P partitions on a Dask cluster equals the serial
@@ -13,11 +16,16 @@ The problem is (P_rf) of MATH.md §5::
     J(B) = (1/n) Σ_i L(y_i − Φ_Θ Bᵀ φ_X(x_i)) + (λ/2) ‖B‖_F²,    B ∈ R^{D_x × D_θ}
 
 A step takes a minibatch of b curves (consecutive rows of a chunk whose rows were shuffled before their
-features were computed) and, for the integral losses (square, H_κ^1, ℓ_ε^∞) when ``n_theta_samples`` is set, a
-random subset of M of each curve's observed locations; norm losses (H_κ^2, ℓ_ε^2) always use whole curves::
+features were computed) and, for the integral losses (square, H_κ^1, ℓ_ε^∞, pinball) with a sampler, s levels
+θ_1 … θ_s shared by the minibatch (an unbiased estimate of the integral over μ, whichever curves were drawn); norm
+losses (H_κ^2, ℓ_ε^2) always use whole curves::
 
-    H = Φ_X,b B Φ_Θᵀ,   R = Y_b − H  (unobserved and unsampled entries NaN),   G = loss.grad(R)
-    ∇ = −(1/b) Φ_X,bᵀ G Φ_Θ + λ B,   B ← B − η_t ∇
+    P = Φ_X,b B   (b × D_θ, once),   H = P Φ_Θ(θ_S)ᵀ,   R = Y_b(θ_S) − H  (unobserved entries NaN),
+    G = loss.grad(R, θ_S),   ∇ = −(1/b) Φ_X,bᵀ G Φ_Θ(θ_S) + λ B,   B ← B − η_t ∇
+
+with Y_b(θ_S) the sampled columns (grid) or ``y_b − b(θ_S)`` (scalar targets, intercept curve b). The non-crossing
+penalty ``λ_nc (1/(b s)) Σ (−∂_θ(b + h)(x_i)(θ_k))₊`` (thesis 003 Theorem 5.27, anchors at the drawn levels) adds
+``(λ_nc/(b s)) Φ_X,bᵀ 1{∂_θ q < 0} Φ'_Θ(θ_S)`` to the descent direction, with ``∂_θ q = P Φ'_Θ(θ_S)ᵀ + b'(θ_S)``.
 
 ``loss.grad`` averages every curve over its own number of used entries (m_i, or the subsample size), as the
 table of MATH.md §5 says. The step is ``η_t = η₀ / (1 + t/t₀)^power`` (constant by default) and the returned model
@@ -50,6 +58,8 @@ from ..losses import Loss
 
 __all__ = [
     "Preconditioner",
+    "LevelSampler",
+    "LevelDraw",
     "SGDConfig",
     "SGDState",
     "sgd_steps",
@@ -132,6 +142,121 @@ class Preconditioner:
 
 
 @dataclass
+class LevelDraw:
+    """The levels of one step (:meth:`LevelSampler.draw`).
+
+    Attributes
+    ----------
+    theta : ndarray of shape (s,)
+        The levels.
+    Phi : ndarray of shape (s, D_θ)
+        φ_Θ at them.
+    cols : ndarray of shape (s,) or None
+        Grid mode: the columns of Y they are.
+    weights : ndarray of shape (s,) or None
+        Quadrature weights (summing to 1) replacing the plain mean over the levels.
+    shift : ndarray of shape (s,) or None
+        Continuous mode: the intercept curve b at the levels (the targets are ``y − b(θ)``).
+    dPhi : ndarray of shape (s, D_θ) or None
+        φ'_Θ at them (with the non-crossing penalty).
+    slope : ndarray of shape (s,) or None
+        b' at them (with the non-crossing penalty).
+    """
+
+    theta: np.ndarray
+    Phi: np.ndarray
+    cols: np.ndarray | None = None
+    weights: np.ndarray | None = None
+    shift: np.ndarray | None = None
+    dPhi: np.ndarray | None = None
+    slope: np.ndarray | None = None
+
+
+@dataclass
+class LevelSampler:
+    """The level sampling of a doubly stochastic step (thesis 003 Algorithm 3.2; MATH.md §5).
+
+    Parameters
+    ----------
+    n_samples : int
+        s, levels per step.
+    method : {"grid", "uniform", "sobol", "gauss-legendre"}, default "grid"
+        "grid": s of the m grid columns, uniformly without replacement (functional outputs observed on a grid);
+        the others draw levels from μ = U[0, 1] anywhere (:func:`rffor.levels.draw_levels`: i.i.d., scrambled
+        Sobol, or the Gauss–Legendre nodes with their weights), for scalar targets, with the output features
+        evaluated off the grid (:meth:`rffor.features.ExactOutputFactor.transform`: the Nyström extension).
+    output_features : feature map, optional
+        Continuous methods: φ_Θ with ``transform`` (and ``derivative`` for the penalty).
+    offset : NormalOffset or None
+        Continuous methods: the intercept curve b (and b').
+    """
+
+    n_samples: int
+    method: str = "grid"
+    output_features: Any = None
+    offset: Any = None
+
+    def __post_init__(self) -> None:
+        from ..levels import LEVEL_SAMPLING
+
+        self.n_samples = check_int(self.n_samples, "n_samples", 1)
+        if self.method not in ("grid", *LEVEL_SAMPLING):
+            raise ValueError(f"method must be 'grid' or one of {LEVEL_SAMPLING}, got {self.method!r}")
+        if self.continuous and self.output_features is None:
+            raise ValueError(
+                f"level sampling {self.method!r} needs the output features (to evaluate them off the grid)"
+            )
+
+    @property
+    def continuous(self) -> bool:
+        """Whether levels are drawn anywhere in [0, 1] (scalar targets) rather than among grid columns."""
+        return self.method != "grid"
+
+    def stream(self, rng):
+        """The per-task state of the draws: a Sobol sequence for "sobol" (:func:`rffor.levels.sobol_stream`),
+        else None."""
+        from ..levels import sobol_stream
+
+        return sobol_stream(rng) if self.method == "sobol" else None
+
+    def draw(self, rng, grid_features, grid, dtype, derivative: bool = False, stream=None) -> LevelDraw:
+        """The levels of one step; O(s · cost of φ_Θ(θ)), independent of the minibatch and (continuous) of m.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+        grid_features : ndarray of shape (m, D_θ)
+            Grid mode: φ_Θ on the grid.
+        grid : ndarray of shape (m,) or None
+            Grid mode: the grid.
+        dtype : numpy dtype
+        derivative : bool
+            Also φ'_Θ and b' (the non-crossing penalty; continuous methods).
+        stream : object, optional
+            :meth:`stream`'s state, continued by this draw.
+        """
+        if not self.continuous:
+            m = grid_features.shape[0]
+            cols = np.sort(rng.choice(m, size=min(self.n_samples, m), replace=False))
+            theta = None if grid is None else np.asarray(grid)[cols]
+            return LevelDraw(theta=theta, Phi=grid_features[cols], cols=cols)
+        from ..levels import draw_levels
+
+        theta, weights = draw_levels(self.method, self.n_samples, rng, stream)
+        phi = self.output_features
+        draw = LevelDraw(
+            theta=theta,
+            Phi=np.asarray(phi.transform(theta), dtype=dtype),
+            weights=weights,
+            shift=np.zeros(len(theta)) if self.offset is None else self.offset(theta),
+        )
+        if derivative:
+            draw.dPhi = np.asarray(phi.derivative(theta), dtype=dtype)
+            draw.slope = np.zeros(len(theta)) if self.offset is None else self.offset.slope(theta)
+        return draw
+
+
+@dataclass
 class SGDConfig:
     """Everything a partition task needs besides the data, the features and B (small and picklable).
 
@@ -144,8 +269,8 @@ class SGDConfig:
     batch_size : int, default 256
         b, curves per step.
     n_theta_samples : int or None, default None
-        M, locations sampled per curve and step for integral losses (``loss.integral``); None uses every
-        observed location. Ignored for norm losses.
+        s, grid columns sampled per step for integral losses (``loss.integral``; a :class:`LevelSampler` in grid
+        mode); None uses every observed location. Ignored for norm losses.
     step_size : float, default 0.5
         η₀; below ``1/(1 + λ)`` is always stable.
     step_decay : float, default 0.0
@@ -162,6 +287,12 @@ class SGDConfig:
         numbers whatever the chunk size. The minibatches do not depend on it (results agree to rounding).
     precond : Preconditioner or None, default None
         Multiply every step by ``P ≈ (C_X + λI)^{-1}`` (:class:`Preconditioner`); None: plain steps.
+    sampler : LevelSampler or None, default None
+        How steps draw their levels (overrides ``n_theta_samples``); continuous methods read scalar targets.
+    theta : ndarray of shape (m,) or None, default None
+        The grid, for losses that read the levels (pinball) in full-grid and grid-sampled steps.
+    lam_nc : float, default 0.0
+        λ_nc of the non-crossing penalty (continuous samplers only).
     """
 
     loss: Loss
@@ -175,6 +306,9 @@ class SGDConfig:
     dtype: Any = "float32"
     feature_block_rows: int = 4096
     precond: Preconditioner | None = None
+    sampler: LevelSampler | None = None
+    theta: np.ndarray | None = None
+    lam_nc: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.loss, Loss):
@@ -198,6 +332,15 @@ class SGDConfig:
         self.dtype = check_dtype(self.dtype).name
         if self.precond is not None and not isinstance(self.precond, Preconditioner):
             raise TypeError(f"precond must be a Preconditioner or None, got {self.precond!r}")
+        if self.sampler is None and self.n_theta_samples is not None and self.loss.integral:
+            self.sampler = LevelSampler(self.n_theta_samples, "grid")
+        if self.sampler is not None and not isinstance(self.sampler, LevelSampler):
+            raise TypeError(f"sampler must be a LevelSampler or None, got {self.sampler!r}")
+        if self.sampler is not None and not self.loss.integral:
+            self.sampler = None  # norm losses need whole curves (MATH.md §5)
+        self.lam_nc = check_real(self.lam_nc, "lam_nc", low=0)
+        if self.lam_nc > 0 and (self.sampler is None or not self.sampler.continuous):
+            raise ValueError("the non-crossing penalty of DSGD needs levels drawn from μ (a continuous sampler)")
 
     @property
     def np_dtype(self) -> np.dtype:
@@ -243,16 +386,6 @@ class SGDState:
         return SGDState(B=self.B.copy(), B_avg=self.B_avg.copy(), t=self.t)
 
 
-def _subsample_theta(R: np.ndarray, M: int, rng: np.random.Generator) -> np.ndarray:
-    """Keep M random observed entries per row of R (NaN elsewhere); rows with fewer keep all of theirs."""
-    keys = rng.random(R.shape, dtype=np.float32)
-    keys[np.isnan(R)] = 2.0  # unobserved entries sort last
-    idx = np.argpartition(keys, M - 1, axis=1)[:, :M]
-    keep = np.zeros(R.shape, dtype=bool)
-    np.put_along_axis(keep, idx, True, axis=1)
-    return np.where(keep, R, np.nan)
-
-
 def sgd_steps(
     state: SGDState,
     Phi_x: np.ndarray,
@@ -275,13 +408,14 @@ def sgd_steps(
     Phi_x : ndarray of shape (c, D_x)
         Input features of the chunk's rows, in ``config.dtype``.
     Y : ndarray of shape (c, m)
-        Output curves, NaN = not observed; in ``config.dtype``.
+        Output curves, NaN = not observed; in ``config.dtype``. With a continuous sampler, the scalar targets
+        (c, 1).
     Phi_theta : ndarray of shape (m, D_θ)
         Output features on the grid, in ``config.dtype``.
     n_steps : int
     config : SGDConfig
     rng : numpy.random.Generator
-        Used for the θ-subsamples only.
+        Used for the level draws only.
 
     Returns
     -------
@@ -300,9 +434,8 @@ def sgd_steps(
     t = int(state.t)
     if n_steps <= 0 or c == 0:
         return SGDState(B, B_avg, t), 0.0
-    m = Y.shape[1]
-    M = config.n_theta_samples
-    subsample = M is not None and loss.integral and M < m
+    sampler, lam_nc = config.sampler, config.lam_nc
+    grid = config.theta
     Phi_theta_T = np.ascontiguousarray(Phi_theta.T, dtype=dtype)
     Phi_theta = np.ascontiguousarray(Phi_theta, dtype=dtype)
     starts = range(0, c, b)
@@ -311,17 +444,38 @@ def sgd_steps(
     work = None if precond is None else np.empty_like(B)
     diff = np.empty_like(B_avg)
     loss_sum = 0.0
+    stream = None if sampler is None else sampler.stream(rng)
     for k in range(n_steps):
         s = starts[k % len(starts)]
         Pb = Phi_x[s : s + b]
         bb = Pb.shape[0]
-        R = Y[s : s + b] - (Pb @ B) @ Phi_theta_T  # (bb, m); NaN where unobserved
-        if subsample:
-            R = _subsample_theta(R, M, rng)
-        G = loss.grad(R)
-        loss_sum += float(np.mean(loss.curve_values(R), dtype=np.float64))
+        if sampler is None:  # every location of the grid
+            R = Y[s : s + b] - (Pb @ B) @ Phi_theta_T  # (bb, m); NaN where unobserved
+            G = loss.grad(R, grid)
+            loss_sum += float(np.mean(loss.curve_values(R, grid), dtype=np.float64))
+            GP = G @ Phi_theta  # (bb, D_θ)
+        else:  # s levels: the cost of the step no longer depends on m
+            draw = sampler.draw(rng, Phi_theta, grid, dtype, derivative=lam_nc > 0, stream=stream)
+            PB = Pb @ B  # (bb, D_θ)
+            H = PB @ draw.Phi.T  # (bb, s)
+            if draw.cols is not None:
+                R = Y[s : s + b, draw.cols] - H
+            else:  # scalar targets: y − b(θ) at the drawn levels
+                R = (Y[s : s + b, :1] - draw.shift.astype(dtype)) - H
+            G = loss.grad(R, draw.theta)
+            if draw.weights is None:
+                loss_sum += float(np.mean(loss.curve_values(R, draw.theta), dtype=np.float64))
+            else:  # quadrature: Σ_k w_k ℓ(θ_k) instead of the mean over the levels
+                G *= (len(draw.weights) * draw.weights).astype(dtype)
+                per_level = [np.mean(loss.curve_values(R[:, [j]], draw.theta[[j]])) for j in range(R.shape[1])]
+                loss_sum += float(np.dot(draw.weights, per_level))
+            GP = G @ draw.Phi
+            if lam_nc > 0:  # the non-crossing penalty at the drawn levels (module docstring)
+                slope = PB @ draw.dPhi.T + draw.slope.astype(dtype)  # ∂_θ q(x_i)(θ_k)
+                below = (slope < 0).astype(dtype)
+                GP += (below @ draw.dPhi) * dtype.type(lam_nc / below.shape[1])
+                loss_sum += lam_nc * float(np.mean(np.maximum(-slope, 0), dtype=np.float64))
         eta = config.step_at(t)
-        GP = G @ Phi_theta  # (bb, D_θ)
         GP *= dtype.type(eta / bb)
         if precond is None:
             B *= dtype.type(1.0 - eta * lam)
@@ -413,6 +567,8 @@ def partition_steps(
     if n_steps <= 0 or not chunk_ids or epoch_steps(data, chunk_ids, b) == 0:
         return state.copy(), 0, 0.0
     rng = np.random.default_rng(partition_seed(seed))
+    if config.sampler is not None and config.sampler.continuous:
+        data = data.base  # the scalar targets: the steps draw their levels (rffor.chunked.ExpandedTargets)
     visits: list[int] = []
     planned = 0
     while planned < n_steps:

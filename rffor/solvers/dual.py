@@ -2,7 +2,11 @@
 
 Both representations have the same shape::
 
-    F(A) = ½‖A‖_F² − <A, Y>_F + (c/2) <A, 𝒦(A)>_F + Σ_i ψ(a_i),      𝒦(A) = K_X A K_out
+    F(A) = (q/2)‖A‖_F² − <A, Y>_F + (c/2) <A, 𝒦(A)>_F + Σ_i ψ(a_i),      𝒦(A) = K_X A K_out
+
+with q = ``loss.dual_quadratic``: 1 for the losses ``½‖·‖² □ g`` (D_s), 0 for the pinball losses, whose dual (D_q)
+is a box-constrained quadratic (:mod:`rffor.losses`, module docstring). Losses that depend on the location of each
+residual (``loss.needs_levels``) receive the grid ``theta``.
 
 - splines (D_s): A, Y of shape (n, m), ``K_out = K_Θ``, ``c = 1/(λnm)``, ψ = ``loss.dual_penalty``;
 - eigenbasis (D_e): A, Y of shape (n, r) with Y the coefficients ``Y V_r/√m``, ``K_out = Δ = diag(t_r/m)``,
@@ -52,6 +56,10 @@ class DualProblem:
         Eigen only: kept eigenpairs of K_Θ, for Nyström predictions off the grid.
     Y_grid : ndarray (n, m) or None
         Eigen only: the outputs on the grid (for :func:`full_certificate`).
+    theta : ndarray (q,) or None
+        Splines: the locations of the columns, passed to the loss (the quantile levels of a pinball loss).
+    m_loss : int or None
+        Splines: the m of ``c = 1/(λnm)`` and of the gap (None: q, the columns of Y).
     """
 
     K_x: np.ndarray
@@ -70,19 +78,33 @@ class DualProblem:
     t_r: np.ndarray | None = None
     #: eigen only: the outputs on the grid (n, m), for the certificate of (P) (:func:`full_certificate`)
     Y_grid: np.ndarray | None = None
+    #: splines: the grid, for losses with ``needs_levels``
+    theta: np.ndarray | None = None
+    #: splines: the number m of grid locations the loss averages over (c = 1/(λnm)); None: the columns of Y
+    m_loss: int | None = None
 
     def __post_init__(self) -> None:
         # c folded into the output factor once, so that the kernel product is just the two matrix products
         self._out_c = self.c * (self.t if self.eigen else self.K_out)
+        self.q = float(self.loss.dual_quadratic)
 
     # ------------------------------------------------------------ builders
     @classmethod
-    def splines(cls, K_x, K_theta, Y, lam, loss, *, eig_x=None, eig_theta=None) -> DualProblem:
-        """(D_s) from K_X (n, n), K_Θ (m, m) and Y (n, m) with no NaN."""
-        n, m = Y.shape
+    def splines(cls, K_x, K_theta, Y, lam, loss, *, eig_x=None, eig_theta=None, theta=None, m=None) -> DualProblem:
+        """(D_s) (or (D_q) for a pinball loss) from K_X (n, n), K_Θ (q, q) and Y (n, q) with no NaN.
+
+        ``theta`` (q,) is the grid, needed by losses with ``needs_levels``; ``m`` is the number of grid locations
+        the loss averages over (default q). A problem with more columns than that (the non-crossing penalty's
+        derivative functionals, :mod:`rffor.solvers.noncrossing`) keeps ``c = 1/(λnm)`` and the gap's ``nm``.
+        """
+        n, q = Y.shape
+        m = q if m is None else int(m)
+        if loss.needs_levels and theta is None:
+            raise ValueError(f"{loss!r} needs the grid theta (the quantile levels)")
         s, U = eig_x if eig_x is not None else eigh_psd(K_x)
         t, V = eig_theta if eig_theta is not None else eigh_psd(K_theta)
-        return cls(K_x, s, U, t, V, K_theta, np.asarray(Y, dtype=np.float64), 1.0 / (lam * n * m), lam, loss)
+        Y = np.asarray(Y, dtype=np.float64)
+        return cls(K_x, s, U, t, V, K_theta, Y, 1.0 / (lam * n * m), lam, loss, theta=theta, m_loss=m)
 
     @classmethod
     def eigenbasis(cls, K_x, K_theta, Y, lam, loss, n_eig, *, eig_x=None, eig_theta=None) -> DualProblem:
@@ -107,12 +129,15 @@ class DualProblem:
 
     @property
     def lipschitz(self) -> float:
-        """L = 1 + c ‖K_X‖₂ ‖K_out‖₂ (MATH.md §3.1)."""
-        return 1.0 + self.c * float(self.s[0]) * float(np.max(self.t))
+        """L = q + c ‖K_X‖₂ ‖K_out‖₂ (MATH.md §3.1); the smooth part is q-strongly convex."""
+        return self.q + self.c * float(self.s[0]) * float(np.max(self.t))
 
     @property
     def gap_scale(self) -> float:
-        return float(self.Y.size) if not self.eigen else float(self.n)
+        """The factor between F and the dual objective of (P): nm (splines) or n (eigen)."""
+        if self.eigen:
+            return float(self.n)
+        return float(self.n * (self.Y.shape[1] if self.m_loss is None else self.m_loss))
 
     def kernel_product(self, A: np.ndarray) -> np.ndarray:
         """``c 𝒦(A)``: the predictions on the grid (splines) or their coefficients (eigen). One product."""
@@ -132,19 +157,22 @@ class DualProblem:
 
     @property
     def hessian_diag(self) -> np.ndarray:
-        """Diagonal of the Hessian of the smooth part in the joint eigenbasis, ``1 + c s tᵀ``, shape (n, q)."""
-        return 1.0 + self.c * np.outer(self.s, self.t)
+        """Diagonal of the Hessian of the smooth part in the joint eigenbasis, ``q + c s tᵀ``, shape (n, q)."""
+        return self.q + self.c * np.outer(self.s, self.t)
 
     def prox(self, U: np.ndarray, step: float) -> np.ndarray:
-        return self.loss.prox_dual_eigen(U, step) if self.eigen else self.loss.prox_dual(U, step)
+        if self.eigen:
+            return self.loss.prox_dual_eigen(U, step)
+        return self.loss.prox_dual(U, step, theta=self.theta)
 
     def penalty(self, A: np.ndarray) -> float:
-        return self.loss.dual_penalty_eigen(A) if self.eigen else self.loss.dual_penalty(A)
+        return self.loss.dual_penalty_eigen(A) if self.eigen else self.loss.dual_penalty(A, theta=self.theta)
 
     # ------------------------------------------------------------ solutions
     def closed_form(self) -> np.ndarray:
         """Square-loss solution (Sylvester equation solved in the eigenbases), the warm start of the others:
-        ``A = U [ (Uᵀ Y V) ⊘ (1 + c s tᵀ) ] Vᵀ`` (MATH.md §3.1, and its (D_e) analogue).
+        ``A = U [ (Uᵀ Y V) ⊘ (1 + c s tᵀ) ] Vᵀ`` (MATH.md §3.1, and its (D_e) analogue). Its rows are the
+        square-loss residuals, so for a pinball loss their projection on the box is the sign pattern of a fit.
         """
         from .closed_form import diagonal_sylvester
 
@@ -155,7 +183,8 @@ class DualProblem:
         """F(A) given ``KA = c 𝒦(A)`` (and optionally ``aKa = <A, KA>``)."""
         if aKa is None:
             aKa = inner(A, KA)
-        return 0.5 * inner(A, A) - inner(A, self.Y) + 0.5 * aKa + self.penalty(A)
+        quad = 0.5 * self.q * inner(A, A) if self.q else 0.0
+        return quad - inner(A, self.Y) + 0.5 * aKa + self.penalty(A)
 
     def primal_value(self, A: np.ndarray, KA: np.ndarray, *, aKa: float | None = None) -> float:
         """P of the primal model built from the dual iterate A (MATH.md §3.1 "Primal value of a dual iterate")."""
@@ -167,7 +196,7 @@ class DualProblem:
             # and curve_values averages over r columns, hence the √r
             R *= math.sqrt(R.shape[1])
         reg = 0.5 * self.lam * aKa * self.c
-        return self.loss.value(R) + reg
+        return self.loss.value(R, theta=self.theta) + reg
 
     def certificate(self, A: np.ndarray, KA: np.ndarray) -> tuple[float, float, float]:
         """(primal, dual, relative gap) at a feasible A; the dual is ``−F(A)/scale`` so that primal ≥ dual."""

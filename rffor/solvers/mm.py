@@ -98,14 +98,15 @@ def grad_task(part, p: int, chunk_ids: Sequence[int], maps, B: np.ndarray, loss:
     dtype = phi.dtype
     Pt = np.ascontiguousarray(maps.Phi_theta, dtype=dtype)  # (m, D_θ)
     Bd = np.ascontiguousarray(B, dtype=dtype)
+    theta = np.asarray(part.theta)  # the pinball losses read the levels
     out = GradSums(np.zeros((phi.n_features, Pt.shape[1])))
     for i, X_i, Y_i in part.iter_chunks([int(i) for i in chunk_ids]):
         Y_i = np.asarray(Y_i, dtype=dtype)
         for s in range(0, X_i.shape[0], _BLOCK_ROWS):
             Phi = _features(maps, part, i, s, X_i[s : s + _BLOCK_ROWS])
             R = Y_i[s : s + _BLOCK_ROWS] - (Phi @ Bd) @ Pt.T  # NaN where unobserved: the losses mask them
-            G = loss.grad(R)
-            out.loss += float(np.sum(loss.curve_values(R), dtype=np.float64))
+            G = loss.grad(R, theta)
+            out.loss += float(np.sum(loss.curve_values(R, theta), dtype=np.float64))
             out.g += Phi.T @ (G @ Pt)
             out.n += R.shape[0]
     return out
@@ -123,6 +124,7 @@ def _grad_sums_stacked(part, chunk_ids, maps, Bs: np.ndarray, loss: Loss) -> Gra
     Pt = np.ascontiguousarray(maps.Phi_theta, dtype=dtype)
     Bd = np.ascontiguousarray(Bs, dtype=dtype)  # (K, D_x, D_θ)
     K = Bd.shape[0]
+    theta = np.asarray(part.theta)
     out = GradSums(np.zeros((K, phi.n_features, Pt.shape[1])), np.zeros(K))
     for i, X_i, Y_i in part.iter_chunks([int(i) for i in chunk_ids]):
         Y_i = np.asarray(Y_i, dtype=dtype)
@@ -131,8 +133,8 @@ def _grad_sums_stacked(part, chunk_ids, maps, Bs: np.ndarray, loss: Loss) -> Gra
             Yb = Y_i[s : s + _BLOCK_ROWS]
             for k in range(K):  # a loop over models, not rows: each iteration is BLAS on the whole block
                 R = Yb - (Phi @ Bd[k]) @ Pt.T
-                out.loss[k] += float(np.sum(loss.curve_values(R), dtype=np.float64))
-                out.g[k] += Phi.T @ (loss.grad(R) @ Pt)
+                out.loss[k] += float(np.sum(loss.curve_values(R, theta), dtype=np.float64))
+                out.g[k] += Phi.T @ (loss.grad(R, theta) @ Pt)
             out.n += Phi.shape[0]
     return out
 

@@ -40,7 +40,7 @@ from ..kernels import MEDIAN_HEURISTIC_ROWS, Kernel, median_heuristic
 from ..losses import Loss, Square
 from ..progress import Progress
 from .closed_form import sylvester_features
-from .dsgd import Preconditioner, SGDConfig, SGDState, epoch_steps, partition_steps
+from .dsgd import LevelSampler, Preconditioner, SGDConfig, SGDState, epoch_steps, partition_steps
 from .feature_cache import cached_block, release_task
 from .mm import MMRun, SquareMetric, grad_task, mm_steps
 from .selection import DEFAULT_LAMS, both_sides_grad_task, select_hyperparameters, split_sums_task
@@ -181,6 +181,7 @@ def feature_sums(
     chunk_ids=None,
     weights: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
     maps: FitMaps | None = None,
+    shift: np.ndarray | None = None,
 ) -> FeatureSums:
     """Map step of the closed form: the sums of :class:`FeatureSums` over some chunks.
 
@@ -203,6 +204,9 @@ def feature_sums(
         multiplied by its weight (``n`` stays the number of rows). Used by the reweighted warm start.
     maps : FitMaps, optional
         When given, features come through its feature cache (:meth:`FitMaps.block_features`).
+    shift : ndarray of shape (m,), optional
+        Sum the outputs ``Y + shift`` instead (the location-shift warm start of quantile functions,
+        :func:`fit_rff`'s ``init_shift``).
 
     Returns
     -------
@@ -219,6 +223,8 @@ def feature_sums(
         Y_obs = np.asarray(Y_i, dtype=dtype).astype(np.float64)
         missing = int(np.isnan(Y_obs).sum())
         Y64 = fill_missing(Y_obs, theta) if missing else Y_obs
+        if shift is not None:
+            Y64 = Y64 + np.asarray(shift, dtype=np.float64)[None, :]
         sums.n += Y64.shape[0]
         sums.n_missing += missing
         YP = Y64.astype(dtype) @ Phi_theta  # (c, D_θ)
@@ -292,15 +298,17 @@ def _irls_weights(loss: Loss, Phi_theta: np.ndarray, B: np.ndarray, dtype, acc: 
     return weights
 
 
-def sums_task(part, p: int, chunk_ids: Sequence[int], maps: FitMaps, B=None, loss: Loss | None = None) -> FeatureSums:
+def sums_task(
+    part, p: int, chunk_ids: Sequence[int], maps: FitMaps, B=None, loss: Loss | None = None, shift=None
+) -> FeatureSums:
     """The map step of a closed form over one partition's chunks (a task of :meth:`executor session.reduce`).
 
-    Without ``B``: the plain sums of :func:`feature_sums`. With ``B`` and ``loss``: the sums of the reweighted
-    square loss at B (rows weighted by ``loss.irls_weights`` of their residuals, :func:`feature_sums`'s ``weights``)
-    and, in ``loss``, the sum of the curves' losses at B.
+    Without ``B``: the plain sums of :func:`feature_sums` (of ``Y + shift`` with a ``shift``). With ``B`` and
+    ``loss``: the sums of the reweighted square loss at B (rows weighted by ``loss.irls_weights`` of their
+    residuals, :func:`feature_sums`'s ``weights``) and, in ``loss``, the sum of the curves' losses at B.
     """
     if B is None:
-        return feature_sums(part, maps.input_features, maps.Phi_theta, chunk_ids, maps=maps)
+        return feature_sums(part, maps.input_features, maps.Phi_theta, chunk_ids, maps=maps, shift=shift)
     acc = [0.0]
     weights = _irls_weights(loss, maps.Phi_theta, B, maps.input_features.dtype, acc)
     sums = feature_sums(part, maps.input_features, maps.Phi_theta, chunk_ids, weights=weights, maps=maps)
@@ -405,13 +413,14 @@ def objective(
     """
     B = np.asarray(B, dtype=np.float64)
     BPt = B @ np.asarray(Phi_theta, dtype=np.float64).T  # (D_x, m)
+    theta = np.asarray(data.theta)
     total, n = 0.0, 0
     ids = range(data.n_chunks) if chunk_ids is None else [int(i) for i in chunk_ids]
     for _, X_i, Y_i in data.iter_chunks(ids):
         for s in range(0, X_i.shape[0], _BLOCK_ROWS):
             Phi = input_features.transform(X_i[s : s + _BLOCK_ROWS]).astype(np.float64)
             R = np.asarray(Y_i[s : s + _BLOCK_ROWS], dtype=np.float64) - Phi @ BPt
-            total += float(np.sum(loss.curve_values(R)))
+            total += float(np.sum(loss.curve_values(R, theta)))
             n += R.shape[0]
     return total / n + 0.5 * lam * float(np.sum(B * B))
 
@@ -794,6 +803,10 @@ def fit_rff(
     n_epochs: float = RFF_DEFAULTS["n_epochs"],
     max_steps: int | None = None,
     n_theta_samples: int | None = None,
+    level_sampling: str | None = None,
+    offset=None,
+    lam_nc: float = 0.0,
+    init_shift: np.ndarray | None = None,
     step_size: float | str = "auto",
     step_decay: float = 0.0,
     step_offset: float | None = None,
@@ -876,7 +889,19 @@ def fit_rff(
     max_steps : int or None
         Cap on the steps per partition.
     n_theta_samples : int or None
-        Locations sampled per curve and step, integral losses only (None: all observed).
+        s, levels sampled per step, integral losses only: grid columns (None: all observed), or with
+        ``level_sampling`` levels drawn from μ (None: 8). A step then costs O(b·s·D_θ) instead of O(b·m·D_θ).
+    level_sampling : {"uniform", "sobol", "gauss-legendre"} or None, default None
+        Scalar targets seen as constant curves (``data`` a :class:`rffor.chunked.ExpandedTargets`): DSGD steps draw
+        their levels from μ anywhere in [0, 1] (:class:`rffor.solvers.dsgd.LevelSampler`) and read the scalar
+        targets; the warm start and MM passes use the grid of ``data``. None: grid columns (``n_theta_samples``).
+    offset : NormalOffset or None
+        With ``level_sampling``: the intercept curve b of the targets ``y − b(θ)`` (and b' for the penalty).
+    lam_nc : float, default 0
+        λ_nc of the non-crossing penalty at the drawn levels (``level_sampling`` and DSGD only).
+    init_shift : ndarray of shape (m,), optional
+        The closed-form warm start fits ``Y + init_shift`` (quantile functions: ``b(θ_j) − b(½)``, so that the start
+        is the marginal quantile function shifted by the conditional location, not a flat curve at the mean).
     step_size : float or "auto", default "auto"
         η₀; "auto" is :func:`auto_step_size` (divided by ``max(1, trace/b)`` when preconditioned).
     step_decay, step_offset : float
@@ -955,7 +980,7 @@ def fit_rff(
     check_choice(output_features, "output_features", {"exact", "rff"})
     check_choice(input_features, "input_features", {"auto", "rff", "orf", "nystrom"})
     if input_features == "auto":
-        input_features = "rff" if _method(rff_method, loss) == "sgd" else "nystrom"
+        input_features = "rff" if _method(rff_method, loss, level_sampling is not None) == "sgd" else "nystrom"
     check_choice(init, "init", {"closed_form", "zeros"})
     check_choice(rff_method, "rff_method", {"auto", "closed_form", "mm", "sgd"})
     dtype = check_dtype(("float64" if input_features == "nystrom" else "float32") if dtype is None else dtype).name
@@ -976,6 +1001,20 @@ def fit_rff(
     check_int(max_passes, "max_passes", 1)
     if average_start != "auto":
         check_int(average_start, "average_start", 0)
+    check_real(lam_nc, "lam_nc", low=0)
+    if level_sampling is not None:
+        from ..levels import LEVEL_SAMPLING
+
+        check_choice(level_sampling, "level_sampling", set(LEVEL_SAMPLING))
+        if not hasattr(data, "base"):
+            raise ValueError(
+                "level_sampling draws levels anywhere in [0, 1]: data must be scalar targets seen on a grid "
+                "(rffor.chunked.ExpandedTargets)"
+            )
+        if rff_method not in ("auto", "sgd"):
+            raise ValueError(f"level_sampling is for the DSGD steps (rff_method 'sgd' or 'auto'), got {rff_method!r}")
+    if lam_nc > 0 and (level_sampling is None or rff_method == "mm"):
+        raise ValueError("the non-crossing penalty of the random-feature path needs DSGD with level_sampling")
     if resume and checkpoint is None:
         raise ValueError("resume=True needs checkpoint= (the path of the checkpoint to continue from)")
 
@@ -998,6 +1037,8 @@ def fit_rff(
         holdout=holdout if lam == "auto" else None, selection_rows=selection_rows if lam == "auto" else None,
         output_features=output_features, n_features_theta=n_features_theta, output_rank_tol=output_rank_tol,
         batch_size=batch_size, n_epochs=n_epochs, max_steps=max_steps, n_theta_samples=n_theta_samples,
+        level_sampling=level_sampling, lam_nc=lam_nc, offset=offset,
+        init_shift=None if init_shift is None else np.asarray(init_shift, dtype=np.float64),
         step_size=step_size, step_decay=step_decay, step_offset=step_offset, average_start=average_start,
         local_steps=local_steps, init=init, init_max_rows=init_max_rows, init_reweight=init_reweight,
         rff_method=rff_method, precondition_rank=precondition_rank, dtype=dtype, tol=tol, max_passes=max_passes,
@@ -1067,11 +1108,13 @@ def _exists(path) -> bool:
     return os.path.exists(os.fspath(path))
 
 
-def _method(rff_method: str, loss: Loss) -> str:
-    """What "auto" means: the closed form for the square loss (MM finishes it if outputs are missing), MM passes
-    for every other loss."""
+def _method(rff_method: str, loss: Loss, sampled: bool = False) -> str:
+    """What "auto" means: DSGD when levels are drawn from μ (``level_sampling``), else the closed form for the
+    square loss (MM finishes it if outputs are missing) and MM passes for every other loss."""
     if rff_method != "auto":
         return rff_method
+    if sampled:
+        return "sgd"
     return "closed_form" if loss.is_square else "mm"
 
 
@@ -1125,7 +1168,7 @@ def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint
     # with lam="auto" every pass reads the rows side by side of the selection's split, so that the refit on all
     # rows reuses the features its passes cached (and a resumed refit makes the same sums)
     split = RowSplit(s["holdout"], True) if lam == "auto" else None
-    method = _method(s["rff_method"], loss)
+    method = _method(s["rff_method"], loss, s["level_sampling"] is not None)
     unit = "pass" if method in ("mm", "closed_form") else "round"
     history: list[dict] = [] if saved is None else list(saved.history)
     tracker = _Tracker(checkpoint, info, progress, history, unit)
@@ -1200,7 +1243,8 @@ def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint
         elif B0 is None and s["init"] == "closed_form":
             tic = time.perf_counter()
             warm = init_chunks(data, rows)
-            sums = run.reduce(sums_task, maps, chunks=warm, label="warm start")
+            shift = s["init_shift"]
+            sums = run.reduce(sums_task, maps, None, None, shift, chunks=warm, label="warm start")
             B0 = closed_form_from_sums(sums, C_theta, lam, m)
             reweighted = ""
             if method == "sgd" and s["init_reweight"] > 0 and loss.irls_weights(np.zeros((1, 1))) is not None:
@@ -1356,8 +1400,12 @@ def _dsgd_rounds(run, data, Phi_theta, loss, lam, C_theta, P, s, B0, start_round
     K = E if s["local_steps"] is None else s["local_steps"]
     round_steps = [K] * (T // K) + ([T % K] if T % K else [])
     M = s["n_theta_samples"]
+    sampler = None
+    if s["level_sampling"] is not None:
+        sampler = LevelSampler(8 if M is None else M, s["level_sampling"], result["output_features"], s["offset"])
+    subsample = sampler is not None or (M is not None and loss.integral and M < m)
     if s["step_size"] == "auto":
-        eta0 = auto_step_size(C_theta, lam, subsample=M is not None and loss.integral and M < m)
+        eta0 = auto_step_size(C_theta, lam, subsample=subsample)
     else:
         eta0 = float(s["step_size"])
     precond = None
@@ -1384,6 +1432,9 @@ def _dsgd_rounds(run, data, Phi_theta, loss, lam, C_theta, P, s, B0, start_round
         average_start=int(average_start),
         dtype=dtype,
         precond=precond,
+        sampler=sampler,
+        theta=np.asarray(data.theta, dtype=np.float64),
+        lam_nc=s["lam_nc"],
     )
     plan = RoundPlan(round_steps, config, phi_x, Phi_theta, rs, n_partitions=P)
     plan_h = run.share(plan)  # once: the configuration, the preconditioner and Φ_Θ do not change between rounds
