@@ -377,7 +377,7 @@ def main(argv=None) -> int:
         # (variant, n_train, draws)
         cases = [("linear", 100, 5), ("nonlinear", 100, 5), ("nonlinear", 400, 2)]
         cfg_grid = dict(
-            lams=[1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2],
+            lams=[1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3],
             kappas=[0.01, 0.03, 0.1, 0.3],
             fpls_components=[1, 2, 3, 4, 6, 8, 12],
             folds=5,
