@@ -44,6 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
+    LAM_FLOOR,
     PARAM_LABEL,
     Axis,
     add_common_args,
@@ -156,7 +157,8 @@ def methods(cfg: dict, n_train: int, m: int, x_rank: int) -> dict:
     """
     lams, kappas = cfg["lams"], cfg["kappas"]
     alphas = [lam * n_train * m for lam in [lams[0] / 10, *lams, lams[-1] * 10]]
-    lam_axis, kappa_axis, alpha_axis = Axis(tuple(lams)), Axis(tuple(kappas), step=3), Axis(tuple(alphas))
+    lam_axis, kappa_axis = Axis(tuple(lams), low=LAM_FLOOR), Axis(tuple(kappas), step=3)
+    alpha_axis = Axis(tuple(alphas), low=LAM_FLOOR * n_train * m)
 
     def rffor(loss_name, solver):
         def make(p, theta, theta_in, seed):
@@ -447,8 +449,9 @@ def main(argv=None) -> int:
         f"{format_grid(cfg['fpls_components'])} up to the rank of the training inputs (4: the curves are mixtures "
         "of 4 functions, and more components give the same model). A selection at an edge widens its grid (λ and "
         "α by factors of 10, κ by 3, components by 1.5; `cv_select_widening` in benchmarks/_common.py) until the "
-        "selected value is interior, at the natural limit (FPLS: the rank), or one more value improved the CV "
-        "score by less than 1% (*flat*); else the run fails. Below each table: the grids searched (widenings "
+        f"selected value is interior, at a natural limit (FPLS: the rank; λ: {LAM_FLOOR:g}, α: {LAM_FLOOR:g}·n·m, "
+        "where the regularised Gram matrix's condition number reaches about 1e12), or one more value improved the "
+        "CV score by less than 1% (*flat*); else the run fails. Below each table: the grids searched (widenings "
         "included), and per method and setting the most frequent selection and how many selections were at an "
         f"edge. Nystroem uses {cfg['nystroem_components']} components, RBFSampler {cfg['rff_components']}"
         + (f", rffor's rff solver D_x = {args.n_features}" if cfg["rff"] else "")

@@ -43,6 +43,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
+    LAM_FLOOR,
     RESULTS,
     Axis,
     add_common_args,
@@ -83,7 +84,7 @@ def make_loss(name: str, kappa: float | None):
 
 def loss_axes(name: str, grids: dict) -> dict[str, Axis]:
     """The hyperparameters of a loss: λ for every loss, κ too for the Huber losses (the same grids for all)."""
-    axes = {"lam": Axis(tuple(grids["lam"]), step=10)}
+    axes = {"lam": Axis(tuple(grids["lam"]), step=10, low=LAM_FLOOR)}
     if name != "square":
         axes["kappa"] = Axis(tuple(grids["kappa"]), step=3)
     return axes
@@ -580,7 +581,9 @@ def main(argv=None) -> int:
         f"Starting grids, the same for every loss: λ ∈ {format_grid(grids['lam'])}, κ ∈ "
         f"{format_grid(grids['kappa'])} (Huber losses; output units, MATH.md §2). A selection at an edge of a grid "
         "widens it (λ by factors of 10, κ by 3; `cv_select_widening` in benchmarks/_common.py) until the selected "
-        "value is interior or one more value improved the CV score by less than 1% (*flat*), else the run fails; "
+        "value is interior, one more value improved the CV score by less than 1% (*flat*), or λ reaches "
+        f"{LAM_FLOOR:g} (*low limit*: the regularised Gram matrix's condition number, about 1/(λm), reaches 1e12), "
+        "else the run fails; "
         "the selection table below gives, per loss and setting, the selected values and whether any was at an "
         f"edge. Grids searched: {grid_text}. "
         f"Type 1 pairs inputs "

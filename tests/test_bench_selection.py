@@ -98,3 +98,11 @@ def test_every_rule_gets_its_own_widening():
                              rules=("mean", "robust"), n_splits=5)  # fmt: skip
     assert sel.best["robust"]["lam"] == 1.0 and sel.edges["robust"] == {"lam": "high limit"}
     assert sel.best["mean"]["lam"] < 1.0
+
+
+def test_a_limit_reached_by_rounding_is_the_limit():
+    # 1e-8 / 10**6 is 1.0000000000000001e-14 or so: the widening must stop at the limit itself, not next to it
+    axes = {"lam": Axis((1e-8, 1e-6), low=1e-14)}
+    sel = cv_select_widening(scored(lambda p: 1 + math.log10(p["lam"]) + 20), axes, X, Y, n_splits=2)
+    assert sel.grids["lam"][0] == 1e-14 and sel.grids["lam"][1] == pytest.approx(1e-13)
+    assert sel.best["mean"] == {"lam": 1e-14} and sel.edges["mean"] == {"lam": "low limit"}
