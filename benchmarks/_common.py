@@ -8,6 +8,10 @@ Nothing here is part of the ``rffor`` package.
   the scripts run single-threaded unless told otherwise (``--threads``).
 - :func:`cv_select` is K-fold cross-validation over a list of parameter dictionaries with the *median* of the fold
   scores (MATH.md §7: model selection on corrupted data uses the median, not the mean).
+- :func:`cv_select_widening` is the same cross-validation over named axes (:class:`Axis`) whose grids widen past
+  an edge where the selection lands, for every method alike, and says for each axis whether the selected value
+  is interior, at a natural limit, or at an edge past which the score is flat (:data:`RULES`: the selection rules
+  of the studies). :func:`format_grid` and :func:`edge_counts` print the grids and the edge statuses.
 - :func:`write_section` replaces the block between ``<!-- evidence:KEY -->`` and ``<!-- /evidence:KEY -->`` in
   ``benchmarks/README.md`` (appending it under "## Evidence" the first time), so reruns replace their own tables
   and leave the rest of the file alone.
@@ -16,7 +20,9 @@ Nothing here is part of the ``rffor`` package.
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import json
+import math
 import os
 import platform
 import re
@@ -24,7 +30,9 @@ import shlex
 import sys
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +48,15 @@ __all__ = [
     "FIGURES",
     "README",
     "RESULTS",
+    "Axis",
+    "LAM_FLOOR",
+    "RULES",
+    "Selection",
     "add_common_args",
+    "cv_select_widening",
+    "edge_counts",
+    "format_grid",
+    "widening_text",
     "figure_path",
     "curve_median_mse",
     "cv_select",
@@ -168,7 +184,7 @@ FitPredict = Callable[[dict, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 def curve_median_mse(Y_true: np.ndarray, Y_pred: np.ndarray) -> float:
     """Median over curves of the per-curve mean squared error: a validation score that ignores a minority of
-    corrupted validation curves (used as an alternative selection rule; the main rule is :func:`nmse`)."""
+    corrupted validation curves (the fold score of the studies' selection rule on corrupted data, :data:`RULES`)."""
     R = np.where(np.isnan(Y_true), 0.0, np.asarray(Y_true, float) - np.asarray(Y_pred, float))
     return float(np.median(np.mean(R**2, axis=1)))
 
@@ -213,16 +229,8 @@ def cv_select(
     folds = list(KFold(n_splits=n_splits, shuffle=True, random_state=random_state).split(X))
     table = {k: np.full((len(grid), n_splits), np.inf) for k in scorers}
     for g, params in enumerate(grid):
-        for f, (tr, va) in enumerate(folds):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                try:
-                    Y_hat = fit_predict(params, X[tr], Y[tr], X[va])
-                except (np.linalg.LinAlgError, ValueError, FloatingPointError):
-                    continue  # a candidate that fails to fit (e.g. a singular factorisation) scores +inf
-            if np.all(np.isfinite(Y_hat)):
-                for k, fn in scorers.items():
-                    table[k][g, f] = fn(Y[va], Y_hat)
+        for k, fold_scores in _fold_scores(fit_predict, params, X, Y, folds, scorers).items():
+            table[k][g] = fold_scores
     best = {}
     for k, sc in table.items():
         agg = np.array([aggregate(s) for s in sc])
@@ -232,12 +240,287 @@ def cv_select(
     return best["_"], table["_"]
 
 
+def _fold_scores(fit_predict: FitPredict, params: dict, X, Y, folds, scorers: dict) -> dict[str, np.ndarray]:
+    """Every scorer's score of one candidate on every fold; a fit that raises LinAlgError / ValueError /
+    FloatingPointError or predicts non-finite values scores +inf (e.g. a singular factorisation)."""
+    out = {k: np.full(len(folds), np.inf) for k in scorers}
+    for f, (tr, va) in enumerate(folds):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                Y_hat = fit_predict(params, X[tr], Y[tr], X[va])
+            except (np.linalg.LinAlgError, ValueError, FloatingPointError):
+                continue
+        if np.all(np.isfinite(Y_hat)):
+            for k, fn in scorers.items():
+                out[k][f] = fn(Y[va], Y_hat)
+    return out
+
+
 def grid_product(**axes: Iterable) -> list[dict]:
     """All combinations of named axes, as a list of dicts (the last axis varies fastest)."""
     out: list[dict] = [{}]
     for name, values in axes.items():
         out = [{**d, name: v} for d in out for v in values]
     return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# grids that widen at their edges
+# ---------------------------------------------------------------------------------------------------------------
+
+#: Selection rules of the studies: (fold score, reduction over the folds), lower is better. "mean": the usual
+#: K-fold rule (a fold's NMSE, mean over folds), for training curves without outliers. "robust": a fold scores the
+#: median over its validation curves of the per-curve MSE, median over folds (MATH.md §7, paper 000 §5.1: with
+#: outliers in every validation fold a mean is dominated by them), for corrupted training curves. "fold-nmse": a
+#: fold's NMSE, median over folds (its corrupted curves count in full): a diagnostic.
+RULES: dict[str, tuple[Callable, Callable]] = {
+    "mean": (nmse, np.mean),
+    "robust": (curve_median_mse, np.median),
+    "fold-nmse": (nmse, np.median),
+}
+
+#: The smallest λ any study tries (a natural limit of its λ axis, and λ·n·m of α's): the condition number of (P)'s
+#: regularised Gram matrix grows like 1/(λ m), about 1e12 here for m = 100, where float64 solvers keep a few digits.
+#: On the noise-free linear synthetic data a robust loss fits the inlying curves exactly, and its CV score keeps
+#: falling as λ → 0 down to that floor.
+LAM_FLOOR = 1e-14
+
+#: how hyperparameter names are printed
+PARAM_LABEL = {"lam": "λ", "kappa": "κ", "epsilon": "ε", "alpha": "α", "n_components": "components"}
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One hyperparameter's grid for :func:`cv_select_widening`.
+
+    Parameters
+    ----------
+    values : sequence of numbers
+        The starting grid (any order).
+    step : float, default 10
+        Widening factor: a selection at the low edge adds ``min / step``, at the high edge ``max * step``
+        (integer axes: rounded outwards, at least 1 apart).
+    low, high : float or None
+        Natural limits (inclusive): nothing past them is tried, a widening that would cross one adds the limit
+        itself, and a selection at a limit is reported as such, not widened (e.g. FPLS components ≤ the rank the
+        training folds allow).
+    integer : bool, default False
+        Integer values (numbers of components).
+    """
+
+    values: tuple
+    step: float = 10.0
+    low: float | None = None
+    high: float | None = None
+    integer: bool = False
+
+    def start(self) -> list:
+        """The starting grid, sorted, limits applied."""
+        vals = {self._cast(v) for v in self.values}
+        return sorted(v for v in vals if (self.low is None or v >= self.low) and (self.high is None or v <= self.high))
+
+    def widen(self, grid: Sequence, side: str) -> list:
+        """The value one widening adds past the ``side`` ("low" or "high") end of ``grid`` (empty at a limit)."""
+        # a value within rounding of a limit is the limit (1e-8 / 10**6 is not exactly 1e-14)
+        if side == "low":
+            v = grid[0] / self.step
+            v = min(math.floor(v), grid[0] - 1) if self.integer else v
+            v = v if self.low is None or v > self.low * (1 + 1e-9) else self.low
+            return [self._cast(v)] if v < grid[0] else []
+        v = grid[-1] * self.step
+        v = max(math.ceil(v), grid[-1] + 1) if self.integer else v
+        v = v if self.high is None or v < self.high * (1 - 1e-9) else self.high
+        return [self._cast(v)] if v > grid[-1] else []
+
+    def _cast(self, v):
+        return int(v) if self.integer else float(v)
+
+
+@dataclass
+class Selection:
+    """What :func:`cv_select_widening` found.
+
+    Attributes
+    ----------
+    best : dict
+        ``{rule: selected parameters}``.
+    edges : dict
+        ``{rule: {axis: status}}``, status one of "interior" (a tried value on each side of the selected one),
+        "low limit" / "high limit" (at the axis' natural limit), "flat low" / "flat high" (at an edge after the
+        grid was widened past it and the widening improved the score by less than the ``flat`` tolerance).
+    grids : dict
+        ``{axis: every value tried, sorted}`` (the starting grid and its widenings).
+    widened : list of str
+        The widenings in order, e.g. ``"lam low: 1e-10"``.
+    scores : dict
+        ``{rule: {candidate key: aggregated score}}``, key = tuple of the axis values in axis order.
+    fold_scores : dict
+        ``{rule: {candidate key: fold scores}}``.
+    """
+
+    best: dict
+    edges: dict
+    grids: dict
+    widened: list = field(default_factory=list)
+    scores: dict = field(default_factory=dict)
+    fold_scores: dict = field(default_factory=dict)
+
+    def candidates(self) -> list[dict]:
+        """Every candidate scored, as parameter dicts."""
+        names = list(self.grids)
+        first = next(iter(self.scores.values()))
+        return [dict(zip(names, key, strict=True)) for key in first]
+
+
+def cv_select_widening(
+    fit_predict: FitPredict,
+    axes: dict[str, Axis],
+    X: np.ndarray,
+    Y: np.ndarray,
+    *,
+    rules: Sequence[str] = ("mean",),
+    n_splits: int = 5,
+    random_state: int = 0,
+    max_widen: int = 6,
+    flat: float = 0.01,
+) -> Selection:
+    """K-fold cross-validation over the product of ``axes`` that widens an axis past any edge a selection lands on.
+
+    Each rule of :data:`RULES` selects the candidate of lowest aggregated score (the first in sorted order on
+    ties). While a rule's selection sits at the low or high end of an axis, that axis gets one more value past that
+    end (:meth:`Axis.widen`, combined with every value of the other axes), scored on the same folds, and the
+    selection is made again. A side stops widening
+
+    - at the axis' natural limit (status "low limit" / "high limit"), or
+    - when one widening improved the rule's best score by less than ``flat`` (relative): the score is flat past
+      that edge (status "flat low" / "flat high"; the selection may then be the new end value);
+
+    otherwise the run fails loudly: RuntimeError after ``max_widen`` widenings of one side.
+
+    Parameters
+    ----------
+    fit_predict : callable(params, X_train, Y_train, X_valid) -> Y_valid_hat
+    axes : dict of Axis
+        The hyperparameters (keys: parameter names, passed to ``fit_predict`` in ``params``).
+    X, Y : arrays of shape (n, d), (n, m)
+    rules : sequence of str
+        Keys of :data:`RULES`; every rule is scored from the same fits, and the grid widens for each.
+    n_splits, random_state : int
+        Shuffled KFold; the same folds for every candidate.
+    max_widen : int
+        Widenings allowed per axis and side before the run fails.
+    flat : float
+        Relative improvement below which the score counts as flat past an edge.
+
+    Returns
+    -------
+    Selection
+    """
+    folds = list(KFold(n_splits=n_splits, shuffle=True, random_state=random_state).split(X))
+    scorers = {r: RULES[r][0] for r in rules}
+    names = list(axes)
+    grids = {a: axes[a].start() for a in names}
+    agg: dict = {r: {} for r in rules}
+    fold: dict = {r: {} for r in rules}
+    flat_sides: dict = {r: set() for r in rules}
+    pending: dict = {}  # (rule, axis, side) -> the rule's best score before that side was widened
+    n_widen: Counter = Counter()
+    widened: list[str] = []
+    while True:
+        current = list(itertools.product(*(grids[a] for a in names)))
+        for key in current:
+            if key not in agg[rules[0]]:
+                fs = _fold_scores(fit_predict, dict(zip(names, key, strict=True)), X, Y, folds, scorers)
+                for r in rules:
+                    fold[r][key] = fs[r]
+                    agg[r][key] = float(RULES[r][1](fs[r]))
+        best, edges, todo = {}, {}, set()
+        for r in rules:
+            scores = np.array([agg[r][k] for k in current])
+            i = int(np.argmin(scores))
+            if not np.isfinite(scores[i]):
+                raise RuntimeError(f"rule {r!r}: every candidate failed to fit on some fold ({_grids_text(grids)})")
+            best[r] = current[i]
+            for (rule, a, side), before in list(pending.items()):
+                if rule == r:
+                    if not scores[i] < before * (1 - flat):
+                        flat_sides[r].add((a, side))
+                    del pending[(rule, a, side)]
+            edges[r] = {}
+            for j, a in enumerate(names):
+                g, v = grids[a], best[r][j]
+                edges[r][a] = "interior"
+                for side, end in (("low", g[0]), ("high", g[-1])):
+                    if v != end:
+                        continue
+                    if not axes[a].widen(g, side):
+                        edges[r][a] = f"{side} limit"
+                    elif (a, side) in flat_sides[r]:
+                        edges[r][a] = f"flat {side}"
+                    else:
+                        todo.add((a, side))
+                        pending[(r, a, side)] = scores[i]
+        if not todo:
+            break
+        for a, side in sorted(todo):
+            n_widen[(a, side)] += 1
+            if n_widen[(a, side)] > max_widen:
+                raise RuntimeError(
+                    f"the selection stays at the {side} edge of {a} after {max_widen} widenings and the score still "
+                    f"improves by more than {flat:.0%} per step ({_grids_text(grids)}): widen the starting grid or "
+                    "raise max_widen"
+                )
+            new = axes[a].widen(grids[a], side)
+            grids[a] = sorted(set(grids[a]) | set(new))
+            widened.append(f"{a} {side}: " + ", ".join(f"{v:.3g}" for v in new))
+    return Selection(
+        best={r: dict(zip(names, best[r], strict=True)) for r in rules},
+        edges=edges,
+        grids=grids,
+        widened=widened,
+        scores=agg,
+        fold_scores=fold,
+    )
+
+
+def _grids_text(grids: dict) -> str:
+    return "; ".join(f"{PARAM_LABEL.get(a, a)} {format_grid(g)}" for a, g in grids.items())
+
+
+def format_grid(values: Iterable) -> str:
+    """A grid as printed beside the results: ``{1e-09, 1e-08, 1e-07}`` (3 significant digits)."""
+    return "{" + ", ".join(f"{v:.3g}" for v in values) + "}"
+
+
+def edge_counts(edges: Sequence[dict]) -> str:
+    """How many selections (one ``{axis: status}`` per draw, :class:`Selection`'s ``edges[rule]``) were not
+    interior, per axis and status: ``"interior 10/10"``, or e.g. ``"λ flat low 2/10; κ high limit 1/10"``."""
+    n = len(edges)
+    off = Counter((a, s) for e in edges for a, s in e.items() if s != "interior")
+    if not off:
+        return f"interior {n}/{n}"
+    return "; ".join(f"{PARAM_LABEL.get(a, a)} {s} {c}/{n}" for (a, s), c in sorted(off.items()))
+
+
+def widening_text(start: dict[str, Axis], grids: Sequence[dict]) -> str:
+    """The starting grid of every axis and how far the selections widened it (``grids``: the
+    :class:`Selection` grids of every selection made with these axes)."""
+    parts = []
+    for a, axis in start.items():
+        g0 = axis.start()
+        lo = [g[a][0] for g in grids if g[a][0] < g0[0]]
+        hi = [g[a][-1] for g in grids if g[a][-1] > g0[-1]]
+        text = f"{PARAM_LABEL.get(a, a)} ∈ {format_grid(g0)}"
+        more = []
+        if lo:
+            more.append(f"down to {min(lo):.3g} in {len(lo)}")
+        if hi:
+            more.append(f"up to {max(hi):.3g} in {len(hi)}")
+        if more:
+            text += f" (widened {' and '.join(more)} of {len(grids)} selections)"
+        parts.append(text)
+    return ", ".join(parts)
 
 
 # ---------------------------------------------------------------------------------------------------------------

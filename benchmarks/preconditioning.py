@@ -38,6 +38,7 @@ from _common import (  # noqa: E402
 )
 
 from rffor import FunctionalRegressor  # noqa: E402
+from rffor.chunked import ArrayData  # noqa: E402
 from rffor.datasets import add_outliers, make_synthetic  # noqa: E402
 from rffor.kernels import Gaussian  # noqa: E402
 from rffor.losses import Huber  # noqa: E402
@@ -58,7 +59,7 @@ def accuracy_row(n: int, ranks: list[int], epochs: float, seed: int) -> dict:
         "nmse": nmse(data.Y_test, exact.predict(data.X_test)),
         "seconds": time.perf_counter() - tic,
     }
-    arr = rff.ArrayData(data.X_train, Y, data.theta)
+    arr = ArrayData(data.X_train, Y, data.theta)
     batch = 16 if n <= 200 else 256
     objectives = {}
     # the square-loss start (init_reweight=0) isolates the steps; the last fit is fit_rff's default
@@ -93,7 +94,7 @@ def accuracy_row(n: int, ranks: list[int], epochs: float, seed: int) -> dict:
 
 def throughput(ranks: list[int], n: int, seed: int, repeats: int) -> dict:
     data = make_synthetic(n, 0, m=100, p_in=50, nonlinear=True, noise=0.05, random_state=seed)
-    arr = rff.ArrayData(data.X_train, data.Y_train, data.theta, chunk_rows=10_000)
+    arr = ArrayData(data.X_train, data.Y_train, data.theta, chunk_rows=10_000)
     kw = dict(
         loss=Huber(kappa=0.1, p=2),
         kernel_x=Gaussian(gamma=0.02),

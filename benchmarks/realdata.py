@@ -5,10 +5,12 @@ Data: the gait data (hip-angle curve → knee-angle curve of 39 boys through one
 (29 training / 10 test boys), the training knee curves are left clean or 20% of them are corrupted with the outlier
 Types 1, 2, 3 of MATH.md §7 (applied to the angles divided by their overall standard deviation, ≈ 22°, the scale
 the corruptions were designed for; Type 3 with ξ = 0.3). Every method selects its hyperparameters by 5-fold
-cross-validation on the (corrupted) training curves with the median of the fold scores, a fold scoring the median
-over its validation curves of the per-curve MSE (paper 000 §5.1 replaces the mean by the median on corrupted data;
-the validation curves are corrupted too), and is scored on the clean test curves: mean squared error per grid point
-in degrees² (MATH.md §7's NMSE in the original units).
+cross-validation on the training curves, the same folds and rule for all: on corrupted curves the median of the
+fold scores, a fold scoring the median over its validation curves of the per-curve MSE (paper 000 §5.1 replaces the
+mean by the median on corrupted data; the validation curves are corrupted too), on clean curves the usual mean
+rule; every grid starts on the same effective range and widens where a selection is at an edge
+(``cv_select_widening`` in _common.py). Models are scored on the clean test curves: mean squared error per grid
+point in degrees² (MATH.md §7's NMSE in the original units).
 
 Preprocessing uses training statistics only (as ``examples/gait_outliers.py``): outputs centred on the pointwise
 median training curve and divided by 1.4826 × MAD; inputs centred and divided by their standard deviation.
@@ -18,7 +20,7 @@ Writes the ``realdata`` block of benchmarks/README.md and benchmarks/results/rea
 
 Usage::
 
-    python benchmarks/realdata.py          # 20 splits, a few minutes
+    python benchmarks/realdata.py          # 20 splits (see the README block for its time)
     python benchmarks/realdata.py --quick
 """
 
@@ -30,6 +32,7 @@ import os
 import sys
 import time
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -37,11 +40,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
+    PARAM_LABEL,
+    Axis,
     add_common_args,
-    curve_median_mse,
-    cv_select,
+    cv_select_widening,
+    edge_counts,
     fmt,
-    grid_product,
     limit_blas_threads,
     machine_info,
     markdown_table,
@@ -49,6 +53,7 @@ from _common import (  # noqa: E402
     nmse,
     provenance,
     save_json,
+    widening_text,
     write_section,
 )
 from sklearn.kernel_ridge import KernelRidge  # noqa: E402
@@ -105,8 +110,8 @@ class _Rffor:
 
 
 class _FPLS:
-    def __init__(self, k, theta):
-        self.k, self.theta = k, theta
+    def __init__(self, n_components, theta):
+        self.k, self.theta = n_components, theta
 
     def fit(self, X, Y):
         from skfda.ml.regression import FPLSRegression
@@ -125,35 +130,46 @@ class _FPLS:
         return self.model.predict(FDataGrid(X, grid_points=self.theta)).data_matrix[..., 0]
 
 
-def methods(theta, quick: bool):
-    lams = [1e-4, 1e-3] if quick else [1e-5, 1e-4, 1e-3, 1e-2]
-    kappas = [0.3, 1.0] if quick else [0.1, 0.3, 0.6, 1.0]
-    epsilons = [0.1, 0.3] if quick else [0.05, 0.1, 0.2, 0.4]
+def methods(theta, quick: bool, n_train: int, x_rank: int):
+    """name -> (axes, factory(params, tol)). Every method starts from the same effective range: rffor's λ grid for
+    each loss, its image α = λ·n·m (MATH.md §5.1) and a decade more on each side for KernelRidge (rffor's square loss
+    with an identity output kernel), FPLS components up to the rank the training folds allow; every grid widens
+    where its selection is at an edge (``cv_select_widening``)."""
+    lams = [1e-5, 1e-3, 1e-1] if quick else [1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1]
+    kappas = [0.3, 1.0] if quick else [0.03, 0.1, 0.3, 1.0]
+    epsilons = [0.1, 0.3] if quick else [0.03, 0.1, 0.3, 1.0]
+    m = len(theta)
+    alphas = [lam * n_train * m for lam in [lams[0] / 10, *lams, lams[-1] * 10]]
+    lam = {"lam": Axis(tuple(lams))}
 
     def rf(make_loss):
         return lambda p, tol: Standardized(_Rffor(make_loss(p), p["lam"], theta, tol))
 
     out = {
-        "rffor square": (grid_product(lam=lams + [1e-1]), rf(lambda p: Square())),
-        "rffor H_κ^1": (grid_product(lam=lams, kappa=kappas), rf(lambda p: Huber(p["kappa"], 1))),
-        "rffor H_κ^2": (grid_product(lam=lams, kappa=kappas), rf(lambda p: Huber(p["kappa"], 2))),
-        "rffor ℓ_ε^2": (grid_product(lam=lams, epsilon=epsilons), rf(lambda p: EpsilonInsensitive(p["epsilon"], 2))),
+        "rffor square": (lam, rf(lambda p: Square())),
+        "rffor H_κ^1": ({**lam, "kappa": Axis(tuple(kappas), step=3)}, rf(lambda p: Huber(p["kappa"], 1))),
+        "rffor H_κ^2": ({**lam, "kappa": Axis(tuple(kappas), step=3)}, rf(lambda p: Huber(p["kappa"], 2))),
+        "rffor ℓ_ε^2": (
+            {**lam, "epsilon": Axis(tuple(epsilons), step=3)},
+            rf(lambda p: EpsilonInsensitive(p["epsilon"], 2)),
+        ),
         "rffor ℓ_ε^∞": (
-            grid_product(lam=lams, epsilon=epsilons),
+            {**lam, "epsilon": Axis(tuple(epsilons), step=3)},
             rf(lambda p: EpsilonInsensitive(p["epsilon"], math.inf)),
         ),
         # KernelRidge on the standardised outputs: α plays the role of λ n m with an identity output kernel
         "sklearn KernelRidge": (
-            grid_product(alpha=[1e-3, 1e-2, 1e-1, 1, 10]),
+            {"alpha": Axis(tuple(alphas))},
             lambda p, tol: Standardized(KernelRidge(alpha=p["alpha"], kernel="rbf", gamma=GAMMA_X)),
         ),
     }
     try:
         import skfda  # noqa: F401
 
+        start = [1, 2, 3, 4, 6] if quick else [1, 2, 3, 4, 6, 8, 12]
         out["scikit-fda FPLSRegression"] = (
-            grid_product(k=[1, 2, 3, 4, 6]),
-            lambda p, tol: Standardized(_FPLS(p["k"], theta)),
+            {"n_components": Axis(tuple(k for k in start if k <= x_rank), step=1.5, low=1, high=x_rank, integer=True)},
+            lambda p, tol: Standardized(_FPLS(p["n_components"], theta)),
         )
     except ImportError as exc:  # pragma: no cover - reported in the README
         print(f"scikit-fda unavailable: {exc}", file=sys.stderr)
@@ -180,32 +196,43 @@ def main(argv=None) -> int:
     gait = load_gait()
     splits = args.splits or (2 if args.quick else 20)
     info = machine_info(args.threads)
-    meths = methods(gait.theta, args.quick)
+    n_train = 29
+    meths = methods(gait.theta, args.quick, n_train, gait.theta.size)
     records = []
     t0 = time.perf_counter()
     for s in range(splits):
         ss = np.random.SeedSequence([args.seed, 31, s])
         split_seed, *seeds = ss.spawn(1 + len(SETTINGS))
         perm = np.random.default_rng(split_seed).permutation(gait.X.shape[0])
-        tr, te = perm[:29], perm[29:]
+        tr, te = perm[:n_train], perm[n_train:]
+        # FPLS: at most as many components as the inputs' rank and a training fold's size less one allow
+        x_rank = min(int(np.linalg.matrix_rank(gait.X[tr])), n_train * 4 // 5 - 1)
+        meths = methods(gait.theta, args.quick, n_train, x_rank)
         for (label, corruption), c_seed in zip(SETTINGS, seeds, strict=True):
             Y_tr = corrupt(gait.Y[tr], corruption, c_seed)
             cv_seed = int(c_seed.generate_state(1)[0])
-            for name, (grid, make) in meths.items():
+            # no outliers: the usual mean rule; outliers: the robust rule (every method alike); fold-MSE: diagnostic
+            rules = ("mean",) if corruption is None else ("robust", "fold-nmse")
+            for name, (axes, make) in meths.items():
 
                 def fit_predict(p, Xa, Ya, Xb, make=make):
                     return make(p, 1e-5).fit(Xa, Ya).predict(Xb)
 
-                best, _ = cv_select(
-                    fit_predict,
-                    grid,
-                    gait.X[tr],
-                    Y_tr,
-                    n_splits=5,
-                    random_state=cv_seed,
-                    score={"main": curve_median_mse, "alt": mse},
+                sel = cv_select_widening(fit_predict, axes, gait.X[tr], Y_tr, rules=rules, random_state=cv_seed)
+                best = {"main": sel.best[rules[0]], "alt": sel.best[rules[-1]]}
+                rec = dict(
+                    split=s,
+                    setting=label,
+                    method=name,
+                    params=best["main"],
+                    params_alt=best["alt"],
+                    rule=rules[0],
+                    edges=sel.edges[rules[0]],
+                    edges_alt=sel.edges[rules[-1]],
+                    grids=sel.grids,
+                    start_grids={a: ax.start() for a, ax in axes.items()},
+                    widened=sel.widened,
                 )
-                rec = dict(split=s, setting=label, method=name, params=best["main"], params_alt=best["alt"])
                 for rule, key in (("main", "mse"), ("alt", "mse_alt")):
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
@@ -230,10 +257,10 @@ def main(argv=None) -> int:
         for name in meths
     ]
     best_rows = []
-    for key, rule in (("mse", "curve-median CV"), ("mse_alt", "fold-MSE CV")):
-        square = {lab: get("rffor square", lab, key).mean() for lab, _ in SETTINGS}
+    for key, rule, settings in (("mse", "the study's rule", SETTINGS), ("mse_alt", "fold-MSE CV", SETTINGS[1:])):
+        square = {lab: get("rffor square", lab, key).mean() for lab, _ in settings}
         parts = []
-        for lab, _ in SETTINGS:
+        for lab, _ in settings:
             ours = min((m for m in meths if m.startswith("rffor")), key=lambda m, lab=lab: get(m, lab, key).mean())
             theirs = min(
                 (m for m in meths if not m.startswith("rffor")), key=lambda m, lab=lab: get(m, lab, key).mean()
@@ -245,17 +272,45 @@ def main(argv=None) -> int:
                 f"{fmt(get(theirs, lab, key).mean())}"
             )
         best_rows.append(f"with {rule}: " + "; ".join(parts))
+
+    def chosen(method, setting):
+        rs = [r for r in records if r["method"] == method and r["setting"] == setting]
+        picks = [", ".join(f"{PARAM_LABEL.get(k, k)} {v:.3g}" for k, v in r["params"].items()) for r in rs]
+        mode, count = Counter(picks).most_common(1)[0]  # first one met on ties
+        return f"{mode} ({count}/{len(rs)}); {edge_counts([r['edges'] for r in rs])}"
+
+    sel_rows = [[name] + [chosen(name, lab) for lab, _ in SETTINGS] for name in meths]
+    alt_edges = "; ".join(
+        f"{name.removeprefix('rffor ')} "
+        + edge_counts([r["edges_alt"] for r in records if r["method"] == name and r["setting"] != "clean"])
+        for name in meths
+    )
+    grids = "; ".join(
+        f"{name}: "
+        + widening_text(
+            {a: Axis(tuple(v)) for a, v in next(r for r in records if r["method"] == name)["start_grids"].items()},
+            [r["grids"] for r in records if r["method"] == name],
+        )
+        for name in meths
+    )
     lines = [
         "### Real data: gait curves (hip angle → knee angle)",
         "",
         provenance(info, load_end=os.getloadavg()),
         "",
-        f"{gait.X.shape[0]} boys, 20 points per curve; {splits} random splits into 29 training / 10 test boys; "
-        "clean training curves or 20% of them corrupted (Types 1, 2, 3 of MATH.md §7 on the angles divided by their "
-        "standard deviation; Type 3 with ξ = 0.3; test curves always clean). Every method selects its "
-        "hyperparameters by 5-fold cross-validation on the training curves with the median of the fold scores, a "
-        "fold scoring the median over its validation curves of the per-curve MSE (*curve-median CV*) "
-        f"(rffor: λ and κ or ε; KernelRidge: α; FPLS: components); kernels Gaussian γ_X = {GAMMA_X} on the "
+        f"{gait.X.shape[0]} boys, 20 points per curve; {splits} random splits into {n_train} training / "
+        f"{gait.X.shape[0] - n_train} test boys; clean training curves or 20% of them corrupted (Types 1, 2, 3 of "
+        "MATH.md §7 on the angles divided by their standard deviation; Type 3 with ξ = 0.3; test curves always "
+        "clean). Every method selects its hyperparameters (rffor: λ and κ or ε; KernelRidge: α; FPLS: components) "
+        "by 5-fold cross-validation on the training curves, the same folds and the same rule for every method: on "
+        "corrupted curves the median of the fold scores, a fold scoring the median over its validation curves of "
+        "the per-curve MSE (*curve-median CV*); on clean curves the usual mean rule (a fold's MSE, mean over "
+        "folds). Every grid starts on the same effective range (rffor's λ for every loss; KernelRidge's "
+        f"α = λ·n·m for λ in that grid, n = {n_train}, m = {gait.theta.size}, and a decade more on each side; FPLS "
+        "components up to the rank of the training inputs and a fold's size less one) and widens where a selection "
+        "is at an edge (λ and α by factors of 10, κ and ε by 3, components by 1.5; `cv_select_widening` in "
+        "benchmarks/_common.py) until the selection is interior, at a natural limit, or one more value improved the "
+        f"CV score by less than 1% (*flat*). Grids searched: {grids}. Kernels Gaussian γ_X = {GAMMA_X} on the "
         f"standardised hip curve and γ_Θ = {GAMMA_THETA:g}; outputs robustly standardised on training statistics. "
         f"Entries: clean test MSE per grid point in degrees², mean ± std over splits (a constant mean curve scores "
         f"{const:.0f}). The last three columns select the hyperparameters from the same fits with the "
@@ -265,6 +320,12 @@ def main(argv=None) -> int:
         markdown_table(
             ["method"] + [lab for lab, _ in SETTINGS] + [f"{lab}, fold-MSE CV" for lab, _ in SETTINGS[1:]], rows
         ),
+        "",
+        "*Selections (most frequent, with how many splits chose it; edges)*",
+        "",
+        markdown_table(["method"] + [lab for lab, _ in SETTINGS], sel_rows),
+        "",
+        f"Selections of the fold-MSE rule at an edge (corrupted settings): {alt_edges}.",
         "",
         "Summary " + "; ".join(best_rows) + ".",
         "",

@@ -2,25 +2,27 @@
 
 For every draw of the synthetic data (MATH.md §7; the paper's linear variant and the nonlinear one), every outlier
 type (1 and 2 global, 3 local) and every proportion τ of corrupted training curves, each loss has its λ (and κ)
-selected by K-fold cross-validation on the corrupted training set using the median of the fold scores, each
-fold scored by the median over its validation curves of the per-curve MSE (paper 000 §5.1: "for corrupted data in
-the hyperparameter choice using cross-validation the mean was replaced with median"; the validation curves are
-corrupted too, and a fold's mean error is dominated by its outliers); the model refitted on the whole corrupted
-training set is scored on the clean test set (NMSE, MATH.md §7). A τ = 0 row gives the clean reference.
-Draws are paired: every setting of one draw corrupts the same clean data.
+selected by K-fold cross-validation on the training set, the same rule for every loss: with outliers the median of
+the fold scores, each fold scored by the median over its validation curves of the per-curve MSE (paper 000 §5.1:
+"for corrupted data in the hyperparameter choice using cross-validation the mean was replaced with median"; the
+validation curves are corrupted too, and a fold's mean error is dominated by its outliers); without outliers the
+usual mean rule. Every loss starts from the same grids, and a selection at an edge widens its grid
+(``cv_select_widening`` in benchmarks/_common.py). The model refitted on the whole training set is scored on the
+clean test set (NMSE, MATH.md §7). A τ = 0 row gives the clean reference. Draws are paired: every setting of one
+draw corrupts the same clean data.
 
-The random-feature solver (solver="rff") is run side by side with the hyperparameters selected for the exact
-solver (its own cross-validation would multiply the cost by the grid size); its columns show what the
-approximation costs in accuracy at the same (λ, κ).
+The random-feature solver (solver="rff", fit_rff's defaults: the square loss in closed form, the Huber losses by MM
+passes) is run side by side with the hyperparameters selected for the exact solver (its own cross-validation would
+multiply the cost by the grid size); its columns show what the approximation costs in accuracy at the same (λ, κ).
 
 Writes the ``robustness`` block of benchmarks/README.md, benchmarks/figures/robustness.png and
 benchmarks/results/robustness.json.
 
 Usage::
 
-    python benchmarks/robustness.py --oracle             # full run: 10 draws x 2 variants x 10 settings; 72 min
-                                                         # measured on 2 cores at load average ~8 (other jobs)
-    python benchmarks/robustness.py --rff-only           # then add the rff columns with the selected (λ, κ)
+    python benchmarks/robustness.py --oracle --jobs 2    # full run: 10 draws x 2 variants x 10 settings, both
+                                                         # solvers (see the README block for its time)
+    python benchmarks/robustness.py --rff-only           # redo the rff columns with a saved run's (λ, κ)
     python benchmarks/robustness.py --quick              # 2 draws, small grids, about a minute
 """
 
@@ -41,13 +43,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
+    LAM_FLOOR,
     RESULTS,
+    Axis,
     add_common_args,
-    curve_median_mse,
-    cv_select,
+    cv_select_widening,
+    edge_counts,
     figure_path,
     fmt,
-    grid_product,
+    format_grid,
     limit_blas_threads,
     machine_info,
     markdown_table,
@@ -55,6 +59,7 @@ from _common import (  # noqa: E402
     nmse,
     provenance,
     save_json,
+    widening_text,
     write_section,
 )
 
@@ -77,10 +82,12 @@ def make_loss(name: str, kappa: float | None):
     return Huber(kappa=kappa, p=1 if name == "huber1" else 2)
 
 
-def loss_grid(name: str, lams, kappas) -> list[dict]:
-    if name == "square":
-        return grid_product(lam=lams)
-    return grid_product(lam=lams, kappa=kappas)
+def loss_axes(name: str, grids: dict) -> dict[str, Axis]:
+    """The hyperparameters of a loss: λ for every loss, κ too for the Huber losses (the same grids for all)."""
+    axes = {"lam": Axis(tuple(grids["lam"]), step=10, low=LAM_FLOOR)}
+    if name != "square":
+        axes["kappa"] = Axis(tuple(grids["kappa"]), step=3)
+    return axes
 
 
 def exact_estimator(name: str, params: dict, tol: float) -> FunctionalRegressor:
@@ -145,23 +152,26 @@ def _run_draw(task: dict) -> list[dict]:
         else:
             Y = d.Y_train
         cv_seed = int(s_seed.generate_state(1)[0])
+        # no outliers: the usual mean rule; outliers: the robust rule (the same for every loss); fold-NMSE: diagnostic
+        rules = ("mean" if tau == 0 else "robust", "fold-nmse")
         for name in LOSSES:
             if task["reuse"] is not None:  # rff only: the (λ, κ) the exact solver's CV selected in a saved run
                 records.append(task["reuse"][(kind, tau, name)])
-                params = records[-1]
+                params = {k: records[-1][k] for k in ("lam", "kappa") if k in records[-1]}
             else:
-                grid = loss_grid(name, task["square_lams"] if name == "square" else task["lams"], task["kappas"])
+                axes = loss_axes(name, task["grids"])
                 t0 = time.perf_counter()
-                best, _ = cv_select(
+                sel = cv_select_widening(
                     exact_fit_predict(name, task["cv_tol"]),
-                    grid,
+                    axes,
                     d.X_train,
                     Y,
+                    rules=rules,
                     n_splits=task["folds"],
                     random_state=cv_seed,
-                    score={"main": curve_median_mse, "alt": nmse},
                 )
                 cv_time = time.perf_counter() - t0
+                best = {"main": sel.best[rules[0]], "alt": sel.best[rules[1]]}
                 fits = {}
                 for rule in ("main", "alt"):
                     key = tuple(sorted(best[rule].items()))
@@ -182,6 +192,11 @@ def _run_draw(task: dict) -> list[dict]:
                     loss=name,
                     solver="exact",
                     **best["main"],
+                    rule=rules[0],
+                    edges=sel.edges[rules[0]],
+                    edges_alt=sel.edges[rules[1]],
+                    grids=sel.grids,
+                    widened=sel.widened,
                     nmse=nmse(d.Y_test, est.predict(d.X_test)),
                     fit_time=fit_time,
                     cv_time=cv_time,
@@ -192,11 +207,13 @@ def _run_draw(task: dict) -> list[dict]:
                     nmse_alt=nmse(d.Y_test, fits["alt"][0].predict(d.X_test)),
                 )
                 if task["oracle"]:
-                    # best clean-test NMSE over the grid: what the loss can do when selection is perfect
+                    # best clean-test NMSE over every candidate scored: what the loss can do when selection is perfect
                     fp = exact_fit_predict(name, task["cv_tol"])
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
-                        rec["oracle_nmse"] = min(nmse(d.Y_test, fp(p, d.X_train, Y, d.X_test)) for p in grid)
+                        rec["oracle_nmse"] = min(
+                            nmse(d.Y_test, fp(p, d.X_train, Y, d.X_test)) for p in sel.candidates()
+                        )
                 records.append(rec)
                 params = best["main"]
             if task["rff"]:
@@ -217,6 +234,8 @@ def _run_draw(task: dict) -> list[dict]:
                         nmse=nmse(d.Y_test, est.predict(d.X_test)),
                         fit_time=fit_time,
                         warnings=len(caught),
+                        method=est.rff_method_,
+                        n_iter=int(est.n_iter_),
                     )
                 )
     return records
@@ -244,12 +263,13 @@ def summarize(records: list[dict], solvers: list[str], variants: list[str], sett
     for v in variants:
         headers = ["outliers", "τ"] + [f"{LOSS_LABEL[loss]} ({s})" for s in solvers for loss in LOSSES]
         headers += ["H_κ^1 / square", "H_κ^2 / square"]
-        diag_headers = ["outliers", "τ", "selected λ, κ of H_κ^1 (mode)", "selected λ, κ of H_κ^2 (mode)"]
-        diag_headers += [f"{LOSS_LABEL[loss]}, fold-NMSE CV" for loss in LOSSES]
+        diag_headers = ["outliers", "τ"] + [f"{LOSS_LABEL[loss]}, fold-NMSE CV" for loss in LOSSES]
         diag_headers += ["H_κ^1 / sq.", "H_κ^2 / sq."]
         if oracle:
             diag_headers += [f"{LOSS_LABEL[loss]}, oracle" for loss in LOSSES] + ["H_κ^1 / sq.", "H_κ^2 / sq."]
-        rows, diag = [], []
+        sel_headers = ["outliers", "τ", "rule"] + [f"{LOSS_LABEL[loss]}: selected (mode); edges" for loss in LOSSES]
+        sel_headers += ["fold-NMSE CV: edges"]
+        rows, diag, sels = [], [], []
         for kind, tau in settings:
             label = "none" if tau == 0 else f"Type {kind}"
             row = [label, f"{tau:g}"]
@@ -257,14 +277,20 @@ def summarize(records: list[dict], solvers: list[str], variants: list[str], sett
                 row += [mean_std(vals(v, kind, tau, loss, s)) for loss in LOSSES]
             row += [fmt(ratio(v, kind, tau, loss), 2) for loss in ("huber1", "huber2")]
             rows.append(row)
-            drow = [label, f"{tau:g}"]
-            for loss in ("huber1", "huber2"):
-                sel = [f"{r['lam']:g}, {r['kappa']:g}" for r in by.get((v, kind, tau, loss, "exact"), [])]
-                if sel:  # most frequent choice (first one met on ties) and how many draws chose it
-                    mode, count = Counter(sel).most_common(1)[0]
-                    drow.append(f"{mode} ({count}/{len(sel)})")
+            recs = {loss: by.get((v, kind, tau, loss, "exact"), []) for loss in LOSSES}
+            srow = [label, f"{tau:g}", next((r["rule"] for r in recs["square"]), "—")]
+            for loss in LOSSES:
+                chosen = [", ".join(f"{r[k]:.3g}" for k in ("lam", "kappa") if k in r) for r in recs[loss]]
+                if chosen:  # most frequent choice (first one met on ties), how many draws chose it, edge statuses
+                    mode, count = Counter(chosen).most_common(1)[0]
+                    srow.append(f"{mode} ({count}/{len(chosen)}); {edge_counts([r['edges'] for r in recs[loss]])}")
                 else:
-                    drow.append("—")
+                    srow.append("—")
+            srow.append(
+                "; ".join(f"{LOSS_LABEL[loss]} {edge_counts([r['edges_alt'] for r in recs[loss]])}" for loss in LOSSES)
+            )
+            sels.append(srow)
+            drow = [label, f"{tau:g}"]
             drow += [mean_std(vals(v, kind, tau, loss, "exact", "nmse_alt")) for loss in LOSSES]
             drow += [fmt(ratio(v, kind, tau, loss, "nmse_alt"), 2) for loss in ("huber1", "huber2")]
             if oracle:
@@ -292,7 +318,9 @@ def summarize(records: list[dict], solvers: list[str], variants: list[str], sett
                             cut_oracle=(1 - ratio(v, kind, tau, loss, "oracle_nmse")) if oracle else None,
                         )
                     )
-        out.append((v, markdown_table(headers, rows), markdown_table(diag_headers, diag)))
+        out.append(
+            (v, markdown_table(headers, rows), markdown_table(diag_headers, diag), markdown_table(sel_headers, sels))
+        )
     return out, checks
 
 
@@ -365,13 +393,20 @@ def main(argv=None) -> int:
     parser.add_argument("--zeta", type=float, default=2.0, help="Type 2: outlier intensity ζ")
     parser.add_argument("--n-features", type=int, default=1000, help="rff: D_x random features (default 1000)")
     parser.add_argument("--oracle", action="store_true", help="also report the best clean-test NMSE on the grid")
-    parser.add_argument("--rff-batch-size", type=int, default=16, help="rff: DSGD minibatch (default 16)")
-    parser.add_argument("--rff-epochs", type=float, default=100, help="rff: DSGD epochs (default 100)")
+    parser.add_argument(
+        "--rff-method",
+        default="auto",
+        choices=["auto", "sgd"],
+        help="rff: fit_rff's rff_method (default auto: the square loss in closed form, the Huber losses by MM "
+        "passes; sgd: DSGD, the route before MM, with the three options below)",
+    )
+    parser.add_argument("--rff-batch-size", type=int, default=16, help="rff with sgd: DSGD minibatch (default 16)")
+    parser.add_argument("--rff-epochs", type=float, default=100, help="rff with sgd: DSGD epochs (default 100)")
     parser.add_argument(
         "--rff-precondition",
         type=int,
         default=50,
-        help="rff: precondition_rank of DSGD (default 50; 0: plain DSGD, which is slow at small λ)",
+        help="rff with sgd: precondition_rank of DSGD (default 50; 0: plain DSGD, which is slow at small λ)",
     )
     parser.add_argument(
         "--jobs",
@@ -393,28 +428,26 @@ def main(argv=None) -> int:
             setattr(args, k, saved["args"][k])
         args.solvers = ["exact", "rff"]
 
+    # starting grids, the same for every loss (a selection at an edge widens them: benchmarks/_common.py)
     if args.quick:
         draws = args.draws or 2
-        lams, kappas = [1e-6, 1e-4], [0.01, 0.1]
-        square_lams = [1e-6, 1e-4, 1e-2]
+        grids = {"lam": [1e-8, 1e-6, 1e-4], "kappa": [0.01, 0.1]}
         taus = (0.2,)
     else:
         draws = args.draws or 10
-        lams = [1e-6, 1e-5, 1e-4, 1e-3]
-        kappas = [0.003, 0.01, 0.03, 0.1, 0.3]
-        # the square loss is a closed form: give it a wider λ grid (a conservative comparison)
-        square_lams = [1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1]
+        # (the earlier grids' selections, 1e-6 for every Huber fit, sit inside; small λ with small κ costs up to the
+        # 2000 ADMM iterations per fit, so the grid reaches further only where a selection asks for it)
+        grids = {"lam": [1e-8, 1e-7, 1e-6, 1e-5, 1e-4], "kappa": [0.01, 0.03, 0.1, 0.3]}
         taus = TAUS
     settings = [(1, 0.0)] + [(k, t) for k in KINDS for t in taus]
-    rff_kwargs = {
-        "n_features_x": args.n_features,
-        "batch_size": args.rff_batch_size,
-        "n_epochs": args.rff_epochs,
-        "precondition_rank": args.rff_precondition,
-    }
+    rff_kwargs = {"n_features_x": args.n_features, "rff_method": args.rff_method}
+    if args.rff_method == "sgd":
+        rff_kwargs.update(
+            batch_size=args.rff_batch_size, n_epochs=args.rff_epochs, precondition_rank=args.rff_precondition
+        )
     reuse: dict = {}
     if saved is not None:
-        lams, kappas, square_lams = saved["lams"], saved["kappas"], saved["square_lams"]
+        grids = saved["grids"]
         for r in saved["records"]:
             if r["solver"] == "exact":
                 reuse.setdefault((r["variant"], r["draw"]), {})[(r["kind"], r["tau"], r["loss"])] = r
@@ -440,9 +473,7 @@ def main(argv=None) -> int:
             n_test=100,
             xi=args.xi,
             zeta=args.zeta,
-            lams=lams,
-            square_lams=square_lams,
-            kappas=kappas,
+            grids=grids,
             folds=args.folds,
             cv_tol=1e-4,
             tol=1e-6,
@@ -490,9 +521,7 @@ def main(argv=None) -> int:
         dict(
             args=vars(args) | {"readme": str(args.readme)},
             info=info,
-            lams=lams,
-            square_lams=square_lams,
-            kappas=kappas,
+            grids=grids,
             records=records,
             checks=checks,
             wall_seconds=wall,
@@ -501,14 +530,42 @@ def main(argv=None) -> int:
             rff_info=machine_info(args.threads) if saved is not None else None,
         ),
     )
-    for v, table, diag in tables:
-        print(f"\n{v}\n{table}\n\n{diag}")
+    for v, table, diag, sel in tables:
+        print(f"\n{v}\n{table}\n\n{sel}\n\n{diag}")
 
     exact_times = [r["fit_time"] for r in records if r["solver"] == "exact" and r["loss"] != "square"]
     rff_times = [r["fit_time"] for r in records if r["solver"] == "rff" and r["loss"] != "square"]
     cv_times = [r["cv_time"] for r in records if r["solver"] == "exact"]
     required = [c for c in checks if c["required"]]
     met = [c for c in required if c["met"]]
+    exact_recs = [r for r in records if r["solver"] == "exact"]
+    grid_text = "; ".join(
+        f"{LOSS_LABEL[loss]}: "
+        + widening_text(loss_axes(loss, grids), [r["grids"] for r in exact_recs if r["loss"] == loss])
+        for loss in LOSSES
+    )
+    rff_recs = [r for r in records if r["solver"] == "rff" and r["loss"] != "square"]
+    if args.rff_method == "sgd":
+        rff_text = (
+            f"rff columns: solver='rff' with D_x = {args.n_features} random features (exact output factor), "
+            f"`rff_method='sgd'`: DSGD with minibatches of {args.rff_batch_size} curves for {args.rff_epochs:g} "
+            "epochs from the closed-form warm start (reweighted closed forms for the Huber losses), "
+            + (
+                f"preconditioned with rank {args.rff_precondition}, "
+                if args.rff_precondition
+                else "plain steps (no preconditioning), "
+            )
+            + "and the (λ, κ) selected for the exact solver. "
+        )
+    else:
+        passes = np.median([r["n_iter"] for r in rff_recs]) if rff_recs else float("nan")
+        rff_text = (
+            f"rff columns: solver='rff' with D_x = {args.n_features} random Fourier features (exact output factor) "
+            "and fit_rff's defaults (`rff_method='auto'`): the square loss in closed form, the Huber losses by "
+            "full-batch MM passes from the square-loss closed form (until the bound promises a relative decrease "
+            f"below 1e-6, at most 50 passes; median {passes:g} passes), in this process; the (λ, κ) are those "
+            "selected for the exact solver. "
+        )
     lines = [
         "### Robustness to outliers (paper 000, Figure 2)",
         "",
@@ -516,48 +573,48 @@ def main(argv=None) -> int:
         "",
         f"Synthetic data of MATH.md §7 (n = 100 training, 100 clean test curves, m = 100), {draws} draws, Gaussian "
         f"kernels γ_X = {GAMMA_X}, γ_Θ = {GAMMA_THETA:g}, exact solver ADMM (relative gap 1e-6; 1e-4 inside "
-        f"cross-validation). λ and κ are selected by {args.folds}-fold cross-validation on the corrupted training "
-        "set with the **median of the fold scores**, a fold's score being the **median over its validation curves "
-        'of the per-curve MSE** (paper 000 §5.1: on corrupted data "the mean was replaced with median"; the '
-        "validation curves are corrupted too). "
-        f"Grids: λ ∈ {{{', '.join(f'{x:g}' for x in lams)}}} for the Huber losses and "
-        f"{{{', '.join(f'{x:g}' for x in square_lams)}}} for the square loss (a closed form, so it gets the wider "
-        f"grid), κ ∈ {{{', '.join(f'{x:g}' for x in kappas)}}} (output units, MATH.md §2). Type 1 pairs inputs "
+        f"cross-validation). λ and κ are selected by {args.folds}-fold cross-validation on the training set, the "
+        "same rule for every loss: with outliers (corrupted validation curves too) the **median of the fold "
+        "scores**, a fold's score being the **median over its validation curves of the per-curve MSE** (paper 000 "
+        '§5.1: on corrupted data "the mean was replaced with median"); without outliers (τ = 0) the usual mean '
+        "rule (a fold's NMSE, mean over folds). "
+        f"Starting grids, the same for every loss: λ ∈ {format_grid(grids['lam'])}, κ ∈ "
+        f"{format_grid(grids['kappa'])} (Huber losses; output units, MATH.md §2). A selection at an edge of a grid "
+        "widens it (λ by factors of 10, κ by 3; `cv_select_widening` in benchmarks/_common.py) until the selected "
+        "value is interior, one more value improved the CV score by less than 1% (*flat*), or λ reaches "
+        f"{LAM_FLOOR:g} (*low limit*: the regularised Gram matrix's condition number, about 1/(λm), reaches 1e12), "
+        "else the run fails; "
+        "the selection table below gives, per loss and setting, the selected values and whether any was at an "
+        f"edge. Grids searched: {grid_text}. "
+        f"Type 1 pairs inputs "
         f"with negated outputs of other corrupted samples, Type 2 replaces the curve (ζ = {args.zeta:g}), Type 3 "
         f"replaces ξ = {args.xi:g} of a curve's values by U[−b_max, b_max]. Entries: clean test NMSE, mean ± std "
         "over draws (each draw: new data, new corruption, same data across the settings of a draw); ratio "
         "columns: mean robust NMSE / mean square NMSE (exact solver; ≤ 0.7 is the 30% cut of the target). "
-        + (
-            "rff columns: solver='rff' with "
-            f"D_x = {args.n_features} random features (exact output factor), DSGD with minibatches of "
-            f"{args.rff_batch_size} curves for {args.rff_epochs:g} epochs from the closed-form warm start (square "
-            "loss, then reweighted closed forms for the Huber losses: `init_reweight`, default 10), "
-            + (
-                f"preconditioned with rank {args.rff_precondition} (`precondition_rank`), "
-                if args.rff_precondition
-                else "plain steps (no preconditioning), "
-            )
-            + "and the (λ, κ) selected for the exact solver. "
-            if "rff" in solvers
-            else ""
-        )
+        + (rff_text if "rff" in solvers else "")
         + rff_note,
         "",
-        "The diagnostics table shows the most frequent selected (λ, κ) and what two other selection rules give "
-        "from the same fits: *fold-NMSE CV* scores a validation fold by its NMSE (the mean over its curves, so its "
-        "corrupted curves count in full), then takes the median over folds"
+        "The diagnostics table shows what two other selection rules give from the same fits: *fold-NMSE CV* scores "
+        "a validation fold by its NMSE (the mean over its curves, so its corrupted curves count in full), then takes "
+        "the median over folds"
         + (
-            "; *oracle* is the best clean-test NMSE over the grid (perfect selection: what the loss itself can do)."
+            "; *oracle* is the best clean-test NMSE over every candidate the cross-validation scored (perfect "
+            "selection: what the loss itself can do)."
             if args.oracle
             else "."
         ),
         "",
     ]
-    for v, table, diag in tables:
+    for v, table, diag, sel in tables:
         lines += [
             f"**{v} variant**",
             "",
             table,
+            "",
+            f"*{v} variant, selection (exact solver): the rule, the most frequent selected λ (, κ) with how many "
+            "draws chose it, and the selections at an edge (interior n/n: none)*",
+            "",
+            sel,
             "",
             f"*{v} variant, selection diagnostics (exact solver)*",
             "",

@@ -12,6 +12,7 @@ import pickle
 import numpy as np
 import pytest
 import scipy.optimize
+from _oracles import masked_square_optimum
 
 from rffor.chunked import ArrayData
 from rffor.datasets import add_outliers, make_synthetic
@@ -145,7 +146,8 @@ def test_step_is_minibatch_gradient_step(loss, with_nan):
 def test_nan_entries_are_ignored():
     """Steps on data with NaN are the steps of the loss with those entries removed: an independent float64
     recomputation of H_κ^2's masked gradient (each curve's norm and average over its own observed entries, MATH.md
-    §5) gives the same iterates; the same entries set to wrong values give others."""
+    §5) gives the same iterates; the same entries set to wrong values give others. And the fit reaches the optimum
+    of the square loss with those entries removed (a dense solve over the observed entries)."""
     rng = np.random.default_rng(2)
     Phi = rng.standard_normal((10, 6)).astype(np.float32)
     Pt = rng.standard_normal((9, 4)).astype(np.float32)
@@ -173,6 +175,19 @@ def test_nan_entries_are_ignored():
     np.testing.assert_allclose(a.B, B, rtol=1e-5, atol=1e-6)
     c, _ = sgd_steps(s0, Phi, np.where(mask, 1e6, Y).astype(np.float32), Pt, 4, cfg, np.random.default_rng(0))
     assert not np.allclose(a.B, c.B)  # the wrong values, where observed, change the fit
+
+    # the fit: full-batch steps of the square loss (b = n; a constant step below 1/L) on the data with NaN converge
+    # to the optimum of the loss with those entries removed, solved independently over the observed entries
+    # (measured: max relative error 2e-3 after 2,000 steps, 4e-5 after 4,000, 1.3e-5, the float32 floor, from 6,000;
+    # with the removed entries set to 0 instead, 0.8)
+    B_star = masked_square_optimum(Phi, Pt, Y_nan, lam)
+    F = Phi.astype(float)
+    curvature = np.linalg.eigvalsh(np.kron(F.T @ F, P64.T @ P64))[-1] / (10 * obs.sum(1).min()) + lam  # ≥ L
+    square = SGDConfig(Square(), lam, batch_size=10, step_size=1 / curvature)
+    fit, _ = sgd_steps(s0, Phi, Y_nan, Pt, 6000, square, np.random.default_rng(0))
+    assert np.abs(fit.B - B_star).max() < 1e-4 * np.abs(B_star).max()
+    filled, _ = sgd_steps(s0, Phi, np.where(mask, 0, Y).astype(np.float32), Pt, 6000, square, np.random.default_rng(0))
+    assert np.abs(filled.B - B_star).max() > 1e-2 * np.abs(B_star).max()  # zeros in their place: another optimum
 
 
 def test_step_does_not_modify_input_state(problem):
