@@ -35,19 +35,12 @@ import gc
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-
-# benchmarks/distributed.py is named like Dask's `distributed` package, which this script imports: take the folder
-# off the front of sys.path (where Python puts a script's folder) and append it for `_common`
-_HERE = str(Path(__file__).resolve().parent)
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] + [_HERE]
-
-from _common import (  # noqa: E402
+from _common import (
     add_common_args,
     figure_path,
     fmt,

@@ -53,20 +53,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-
-# benchmarks/distributed.py is named like Dask's `distributed` package, which the scale part imports: take the folder
-# off the front of sys.path (where Python puts a script's folder) and append it for `_common`
-_HERE = str(Path(__file__).resolve().parent)
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] + [_HERE]
-
-from _common import (  # noqa: E402
+from _common import (
     FIGURES,
     RESULTS,
     add_common_args,

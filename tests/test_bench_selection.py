@@ -7,6 +7,7 @@ NMSE (and curve-median MSE) is c², the same on every fold.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import sys
 from pathlib import Path
@@ -14,9 +15,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-from _common import Axis, cv_select_widening, edge_counts, widening_text  # noqa: E402
+# Loaded by path: putting benchmarks/ on sys.path would let a script named like a package shadow it.
+_spec = importlib.util.spec_from_file_location(
+    "_bench_common", Path(__file__).resolve().parents[1] / "benchmarks" / "_common.py"
+)
+_common = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = _common  # dataclasses resolve their module through sys.modules
+_spec.loader.exec_module(_common)
+Axis, cv_select_widening, edge_counts, widening_text = (
+    _common.Axis,
+    _common.cv_select_widening,
+    _common.edge_counts,
+    _common.widening_text,
+)
 
 X, Y = np.zeros((20, 2)), np.zeros((20, 3))
 

@@ -1,8 +1,8 @@
 """Distributed training on Dask (issue 4): throughput, round overhead, accuracy against the averaging period, and a
 projection to 8-256 workers.
 
-    python benchmarks/distributed.py            # full run (about 10-15 minutes on 2 cores)
-    python benchmarks/distributed.py --quick    # smoke test (2-3 minutes)
+    python benchmarks/dask_training.py            # full run (about 10-15 minutes on 2 cores)
+    python benchmarks/dask_training.py --quick    # smoke test (2-3 minutes)
 
 What is measured, all in the same run on the same Zarr store (d = 50 inputs, m = 100 grid points, float32,
 chunks of 10,000 rows; D_x = 2000 random features, the exact output factor of K_Θ, Huber loss, batch 256):
@@ -21,7 +21,7 @@ chunks of 10,000 rows; D_x = 2000 random features, the exact output factor of K_
 4. **Projection** of throughput and efficiency for 8-256 workers from the measured compute rate per worker, the
    measured round overhead, the measured cost of averaging W states on the driver and stated network assumptions.
 
-Results go to ``benchmarks/results/distributed[_quick].json`` and the "distributed" block of
+Results go to ``benchmarks/results/dask_training[_quick].json`` and the "distributed" block of
 ``benchmarks/README.md``.
 """
 
@@ -40,12 +40,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
-
-# This file is named like the `distributed` package: take its folder off the front of sys.path (where Python puts a
-# script's folder) so that `import distributed` finds Dask's, and append it for `_common`.
-_HERE = str(Path(__file__).resolve().parent)
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] + [_HERE]
-from _common import (  # noqa: E402
+from _common import (
     add_common_args,
     fmt,
     limit_blas_threads,
@@ -370,7 +365,7 @@ def main(argv=None) -> int:
     if args.from_json is not None:
         results = json.loads(args.from_json.read_text())
         add_projection(results)
-        body = render(results, results["machine"], results.get("argv") or ["benchmarks/distributed.py"])
+        body = render(results, results["machine"], results.get("argv") or ["benchmarks/dask_training.py"])
         print(body)
         if not args.no_readme:
             write_section("distributed", body, args.readme)
@@ -410,7 +405,7 @@ def main(argv=None) -> int:
         "n": n,
         "n_acc": n_acc,
         "args": {k: str(v) for k, v in vars(args).items()},
-        "argv": list(sys.argv if argv is None else ["benchmarks/distributed.py", *argv]),
+        "argv": list(sys.argv if argv is None else ["benchmarks/dask_training.py", *argv]),
     }
     results["throughput"] = bench_throughput(ds, kw, args)
     K_values = [16, 64, 256] if args.quick else [16, 64, 256, 1024]
@@ -427,7 +422,7 @@ def main(argv=None) -> int:
     }  # B float32 + B_avg float64
     add_projection(results)
     results["machine"]["load_end"] = list(os.getloadavg())
-    path = save_json("distributed_quick" if args.quick else "distributed", results)
+    path = save_json("dask_training_quick" if args.quick else "dask_training", results)
     print(f"results: {path}", flush=True)
 
     body = render(results, info, results["argv"])
@@ -443,7 +438,7 @@ def render(res: dict, info: dict, argv) -> str:
     by_w = {r["W"]: r for r in p["rows"]}
     speedup_model = by_w[2]["samples_per_s"] / by_w[1]["samples_per_s"]
     lines = [
-        "### Distributed training on Dask (issue 4): `benchmarks/distributed.py`",
+        "### Distributed training on Dask (issue 4): `benchmarks/dask_training.py`",
         "",
         provenance(info, argv, load_end=res["machine"]["load_end"]),
         "",
