@@ -324,6 +324,11 @@ scheduler_address, security, checkpoint, resume, random_state, verbose
         conditional location, instead of a flat curve at the conditional mean)."""
         from .chunked import ExpandedTargets
 
+        if self.rff_method == "mm" and self.loss_.kappa == 0:
+            raise ValueError(
+                "rff_method='mm' majorises a smooth loss: use Pinball(kappa > 0) (the κ-smoothed pinball), or "
+                "rff_method='sgd' / 'auto' (DSGD with sampled levels) for the plain pinball loss"
+            )
         base = np.zeros(len(levels)) if self.offset_ is None else self.offset_(levels)
         median = 0.0 if self.offset_ is None else float(self.offset_(0.5))
         view = ExpandedTargets(data, levels, base)

@@ -173,3 +173,5 @@ def test_level_sampling_options_are_checked():
         SGDConfig(Pinball(), 1e-3, n_theta_samples=4, lam_nc=1.0)
     with pytest.raises(ValueError, match="level_sampling"):
         QuantileFunctionRegressor(level_sampling="halton", solver="rff").fit(X, y)
+    with pytest.raises(ValueError, match="kappa > 0"):
+        QuantileFunctionRegressor(solver="rff", rff_method="mm").fit(X, y)
