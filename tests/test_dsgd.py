@@ -341,7 +341,7 @@ def test_robust_dsgd_reaches_full_batch_optimum(problem, loss):
     assert -1e-9 < (J - J_opt) / J_opt < 2e-4
 
 
-@pytest.mark.parametrize("loss", [Huber(0.05, 1), EpsilonInsensitive(0.05, math.inf)], ids=repr)
+@pytest.mark.parametrize("loss", [Square(), Huber(0.05, 1), EpsilonInsensitive(0.05, math.inf)], ids=repr)
 def test_theta_subsampled_dsgd_is_unbiased(problem, loss):
     """Integral losses with 10 of 40 locations per curve and step reach the same optimum (200 epochs with the
     smaller safe step of subsampled steps: within 1e-3, measured 5e-5)."""
