@@ -368,6 +368,13 @@ def main(argv=None) -> int:
         "robustness.py and scale.py)",
     )
     parser.add_argument("--n-features", type=int, default=1000, help="rff: D_x (default 1000)")
+    parser.add_argument(
+        "--cases",
+        nargs="+",
+        default=None,
+        metavar="VARIANT:N:DRAWS",
+        help="the (variant, training curves, draws) to run (default linear:100:5 nonlinear:100:5 nonlinear:400:2)",
+    )
     args = parser.parse_args(argv)
     limit_blas_threads(args.threads)
 
@@ -384,6 +391,8 @@ def main(argv=None) -> int:
             fpls_components=[1, 2, 3, 4, 6, 8, 12],
             folds=5,
         )
+    if args.cases:
+        cases = [(v, int(n), int(k)) for v, n, k in (c.split(":") for c in args.cases)]
     skfda_reason = skfda_status()
     rff_kwargs = {"n_features_x": args.n_features}
     rff_reason = rff_status(rff_kwargs) if args.rff else None
