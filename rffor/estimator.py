@@ -81,7 +81,8 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         decrease below ``tol · J`` (:mod:`rffor.solvers.mm`).
     max_iter : int or None, default None
         Exact solvers: iteration cap (None: the solver's default, :data:`rffor.solvers.EXACT_SOLVERS`: 2000 for
-        ADMM, 20000 for APGD); reaching it warns. rff with MM passes: at most this many passes (None: 50).
+        ADMM, 20000 for APGD); reaching it warns. rff with MM passes: at most this many passes (None: 300);
+        reaching it warns too.
     rff_method : {"auto", "closed_form", "mm", "sgd"}, default "auto"
         rff: how (P_rf) is solved (:func:`rffor.solvers.rff.fit_rff`). "closed_form": the square loss in one pass
         of feature sums. "mm": full-batch majorize–minimize passes from the square-loss closed form (every pass a

@@ -57,6 +57,26 @@ def test_mm_reaches_the_optimum_monotonically(corrupted, loss):
     assert (J_warm - J_opt) / J_opt > 100 * (J - J_opt) / J_opt
 
 
+def test_mm_that_runs_out_of_passes_says_so(corrupted):
+    """A fit stopped by max_passes before convergence warns (ConvergenceWarning) and is measurably short of the
+    optimum; the same fit given the passes it needs converges without a warning."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    d, data = corrupted
+    loss = Huber(0.05, 1)
+    with pytest.warns(ConvergenceWarning, match="max_passes=2"):
+        short = fit_rff(data, loss=loss, tol=1e-9, max_passes=2, **KW)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        full = fit_rff(data, loss=loss, tol=1e-9, **KW)
+    phi, Pt = full.input_features, full.output_features.transform(d.theta)
+    J_short = objective(data, short.coef, phi, Pt, loss, LAM)
+    J_full = objective(data, full.coef, phi, Pt, loss, LAM)
+    assert short.n_iter == 2 and (J_short - J_full) / J_full > 1e-3
+
+
 def test_mm_step_is_the_minimiser_of_the_bound():
     """``mm_step`` minimises the quadratic bound (MM): for the square loss the bound is J itself, so one step from
     anywhere is the closed form (the solution of C_X B C_Θ + λB = M), and the decrement is ``<∇J, H⁻¹∇J>``."""

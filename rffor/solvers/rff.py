@@ -26,11 +26,13 @@ from __future__ import annotations
 import math
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 from .. import checkpoint as ckpt_io
 from .._validation import check_choice, check_dtype, check_int, check_real, check_seed, fill_missing
@@ -84,7 +86,7 @@ RFF_DEFAULTS: dict[str, Any] = {
     "dtype": None,
     "rff_method": "auto",
     "tol": 1e-6,
-    "max_passes": 50,
+    "max_passes": 300,
     "lams": None,
     "loss_params": None,
     "holdout": 10,
@@ -922,8 +924,18 @@ def fit_rff(
         Losses offering IRLS weights (the Huber losses) with ``init="closed_form"``: at most this many reweighted
         closed forms refine the warm start on the same rows (:func:`reweighted_closed_form`). 0: start from the
         square-loss closed form.
-    rff_method : {"auto", "closed_form", "sgd"}, default "auto"
-        "closed_form": square loss only, the filled-output closed form without DSGD.
+    rff_method : {"auto", "closed_form", "mm", "sgd"}, default "auto"
+        "closed_form": square loss only, the filled-output closed form without DSGD. "mm": full-batch
+        majorize–minimize passes from the square-loss closed form (what "auto" runs for every other loss). "sgd":
+        rounds of DSGD (below).
+    tol : float, default 1e-6
+        MM passes (the final fit's and the selection's candidates'): stop when the bound promises a decrease of the
+        objective below ``tol`` × J.
+    max_passes : int, default 300
+        MM: at most this many passes over the data; stopping there warns (ConvergenceWarning). A converged fit
+        stops long before (1 to 4 passes from the selected candidate in benchmarks/learning_curve.py); a cold
+        start at small κ and λ needs more (benchmarks/robustness.py, κ down to 4e-4, λ to 1e-14: median 55, at
+        most 234).
     precondition_rank : int, default 50
         k > 0: precondition the DSGD steps by ``(C_X + λI)^{-1}`` on the top k eigenvectors of the input feature
         covariance C_X of the warm-start rows (:class:`rffor.solvers.dsgd.Preconditioner`). 0: plain DSGD.
@@ -1342,6 +1354,13 @@ def _mm_passes(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, B0, start, 
     if run_.converged:
         progress.message(
             f"MM converged: the bound promises a decrease of {run_.decrement / 2:.3g} <= {tol:g} x J = {run_.J:.6g}"
+        )
+    else:  # a model short of the optimum must not pass for a converged one (at small κ and λ MM needs >100 passes)
+        warnings.warn(
+            f"MM stopped at max_passes={max_passes} before the bound promised a decrease below tol={tol:g} x J "
+            f"(J = {run_.J:.6g}); increase max_passes (the estimator's max_iter) or tol",
+            ConvergenceWarning,
+            stacklevel=2,
         )
     B, B_prev = run_.B, run_.B_prev
     return RFFResult(
