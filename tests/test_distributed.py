@@ -40,7 +40,7 @@ from rffor.kernels import Gaussian
 from rffor.losses import Huber, Square
 from rffor.progress import RoundProgress
 from rffor.solvers.dsgd import SGDState
-from rffor.solvers.rff import fit_rff, objective
+from rffor.solvers.rff import RFF_DEFAULTS, fit_rff, objective
 
 KW = dict(
     loss=Huber(kappa=0.1, p=1),
@@ -617,7 +617,7 @@ def test_verbose_fit_says_what_runs_where(client, store, capsys):
     fit_rff(store, executor=on(client), n_partitions=2, verbose=1, **mm_kw)
     err = capsys.readouterr().err
     assert f"MM: full-batch passes over all {store.n} curves (each pass: gradient sums computed by 2 partition" in err
-    assert "pass 1/50  loss" in err and "objective" in err and "MM converged" in err
+    assert f"pass 1/{RFF_DEFAULTS['max_passes']}  loss" in err and "objective" in err and "MM converged" in err
 
 
 # ---------------------------------------------------------------------------------------------------------------
