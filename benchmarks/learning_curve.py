@@ -8,15 +8,18 @@ candidate by the median over the held-out curves of their MSE (the mean on clean
 winning end, and refits the winner on all rows.
 
 - **rffor, large scale**: ``FunctionalRegressor(Huber(0.1, 2), solver="rff", input_features="nystrom",
-  lam="auto", loss_params="auto")``: λ and κ chosen by :mod:`rffor.solvers.selection` (closed forms, then MM
-  candidates warm-started at their neighbours, every pass on the workers). From ``--cluster-min-n`` rows on, on a
+  lam="auto", loss_params="auto", kernel_theta_params="auto")``: λ, κ and the output kernel's γ_Θ (from 100) chosen
+  by :mod:`rffor.solvers.selection` (closed forms, then MM candidates warm-started at their neighbours, every pass
+  on the workers). From ``--cluster-min-n`` rows on, on a
   LocalCluster of 2 worker processes × 1 thread (in-memory partitions shipped once per fit); below, in process.
   ``--store-n`` more rows from a Zarr store.
 - **rffor, exact** (ADMM, H_κ^2) on the first rows, for the ``--exact-ns``: :class:`rffor.model_selection.
   FunctionalRegressorCV` with the same held-out curves as its one fold (``PredefinedSplit``), κ from the same start.
 - **scikit-learn** ``Nystroem(M)`` + ridge (the same M; α walked by the same rule; ``Ridge(solver="svd")``'s
   solutions, computed block by block), on the corrupted data and,
-  with rffor's square loss beside it, on clean data (the "simple alternative" of issue 13).
+  with rffor's square loss beside it, on clean data (the "simple alternative" of issue 13): there twice, with
+  scikit-learn's own draw of the M centres and with rffor's (the same feature map up to its eigenvalue floor, so
+  that the comparison is of the fits, not of two random draws of centres).
 
 Writes the ``learning_curve`` block of benchmarks/README.md, benchmarks/figures/learning_curve.png and
 benchmarks/results/learning_curve.json (records saved as they come: a run stopped midway keeps what it measured).
@@ -35,6 +38,7 @@ import gc
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -95,14 +99,15 @@ def test_set(seed: int, n_test: int):
     return X, Y
 
 
-def output_floor(seed: int, n_test: int, tol: float) -> tuple[int, float]:
+def output_floor(seed: int, n_test: int, gamma: float, tol: float) -> tuple[int, float]:
     """The test NMSE below which no model of rffor's output factor can go: the clean test curves projected on the
-    span of ``ExactOutputFactor(k_Θ, θ, tol)`` (the eigenvectors of K_Θ kept on the grid). Returns (rank, NMSE)."""
+    span of ``ExactOutputFactor(Gaussian(gamma), θ, tol)`` (the eigenvectors of K_Θ kept on the grid). Returns
+    (rank, NMSE)."""
     from rffor.features import ExactOutputFactor
 
     _, Y = test_set(seed, n_test)
     theta = curves(seed).theta
-    Q, _ = np.linalg.qr(ExactOutputFactor(Gaussian(GAMMA_THETA), theta, tol=tol, dtype=np.float64).transform(theta))
+    Q, _ = np.linalg.qr(ExactOutputFactor(Gaussian(gamma), theta, tol=tol, dtype=np.float64).transform(theta))
     return Q.shape[1], float(nmse(Y, Y @ Q @ Q.T))
 
 
@@ -148,18 +153,19 @@ def held_out(n: int) -> np.ndarray:
 
 
 # -------------------------------------------------------------------------------------------------------- methods
-def rffor_fit(X, Y, loss, args, client, **kw):
-    """rffor's large-scale fit with every hyperparameter chosen by the library (lam="auto", and loss_params="auto"
-    for a robust loss); returns (estimator, seconds)."""
+def rffor_fit(X, Y, loss, args, client, draw: int = 0, **kw):
+    """rffor's large-scale fit with every hyperparameter chosen by the library (lam="auto", kernel_theta_params=
+    "auto", and loss_params="auto" for a robust loss); returns (estimator, seconds)."""
     est = FunctionalRegressor(
         loss,
         kernel_x=Gaussian(GAMMA_X),
         kernel_theta=Gaussian(GAMMA_THETA),
         lam="auto",
+        kernel_theta_params="auto",
         solver="rff",
         input_features="nystrom",
         n_features_x=args.n_centres,
-        random_state=args.seed,
+        random_state=args.seed + draw,
         client=client,
         n_partitions=None if client is not None else 1,
         verbose=args.verbose,
@@ -190,6 +196,7 @@ def rffor_robust(X, Y, X_test, Y_test, args, client, n):
         start_nmse=start_nmse,
         selection_rows=path["n_train"] + path["n_held"],
         kappa=est.loss_.kappa,
+        gamma_theta=est.kernel_theta_.gamma,
         lam=est.lam_,
         lam_selected=path["lam"],
         held_out=best,
@@ -208,18 +215,23 @@ def rffor_robust(X, Y, X_test, Y_test, args, client, n):
     )
 
 
-def rffor_square(X, Y, X_test, Y_test, args, client, n):
-    est, seconds = rffor_fit(X, Y, Square(), args, client)
+def rffor_square(X, Y, X_test, Y_test, args, client, n, draw: int = 0):
+    """rffor's square loss (λ and γ_Θ selected), its centres drawn with ``random_state = seed + draw``; returns
+    (record, its Nyström centres)."""
+    est, seconds = rffor_fit(X, Y, Square(), args, client, draw)
     path = est.lam_path_
-    return dict(method="rffor", data="clean", n=n, lam=est.lam_, nmse=nmse(Y_test, est.predict(X_test)),
-                seconds=seconds, candidates=len(path["lams"]), log=path["log"],
-                at_edge=bool(path["at_bound"]))  # fmt: skip
+    rank, floor = output_floor(args.seed, args.n_test, est.kernel_theta_.gamma, est.output_rank_tol)
+    rec = dict(method="rffor", data="clean", n=n, draw=draw, lam=est.lam_, gamma_theta=est.kernel_theta_.gamma,
+               output_rank=rank, output_floor=floor, nmse=nmse(Y_test, est.predict(X_test)), seconds=seconds,
+               candidates=len(path["lams"]), log=path["log"], at_edge=bool(path["at_bound"]))  # fmt: skip
+    return rec, np.asarray(est.input_features_.centres, dtype=np.float64)
 
 
-def nystroem_ridge(X, Y, X_test, Y_test, args, n, data: str, check: bool = False):
+def nystroem_ridge(X, Y, X_test, Y_test, args, n, data: str, check: bool = False, centres=None, draw: int = 0):
     """scikit-learn's Nystroem(M) features and a ridge regression of every output on them, α by the held-out rule
     of rffor (the walk of :func:`walk` from α 1e-8 … 1e2 by decades: median held-out curve MSE on corrupted data,
-    mean on clean).
+    mean on clean). ``centres``: Nystroem fitted on these rows (all of them its basis: rffor's centres) instead of
+    its own uniform draw of M rows (``random_state = --seed + draw``).
 
     The ridge solutions are those of ``Ridge(alpha, fit_intercept=False, solver="svd")`` (``check=True`` asserts
     it on a subsample), computed without holding the n × M features: the features (float64) of each block of
@@ -233,8 +245,12 @@ def nystroem_ridge(X, Y, X_test, Y_test, args, n, data: str, check: bool = False
     from sklearn.kernel_approximation import Nystroem
 
     tic = time.perf_counter()
-    feat = Nystroem(kernel="rbf", gamma=GAMMA_X, n_components=min(args.n_centres, len(X)), random_state=args.seed)
-    feat.fit(X)  # centres drawn uniformly from all rows, as rffor's
+    if centres is None:
+        feat = Nystroem(kernel="rbf", gamma=GAMMA_X, n_components=min(args.n_centres, len(X)),
+                        random_state=args.seed + draw)  # fmt: skip
+        feat.fit(X)  # centres drawn uniformly from all rows, as rffor's
+    else:
+        feat = Nystroem(kernel="rbf", gamma=GAMMA_X, n_components=len(centres), random_state=args.seed).fit(centres)
     held = held_out(len(Y))
     M, m = feat.n_components, Y.shape[1]
     R = {False: np.zeros((0, M + m)), True: np.zeros((0, M + m))}
@@ -278,7 +294,8 @@ def nystroem_ridge(X, Y, X_test, Y_test, args, n, data: str, check: bool = False
             W_sub = ridge_solver(np.linalg.qr(np.hstack([Z, Ys]), mode="r"))(a)
             np.testing.assert_allclose(Z @ W_sub, ref.predict(Z), rtol=1e-6, atol=1e-9 * np.abs(Ys).max())
     order = sorted(scores)
-    return dict(method="nystroem_ridge", data=data, n=n, alpha=alpha, nmse=nmse(Y_test, feat.transform(X_test) @ W),
+    return dict(method="nystroem_ridge" if centres is None else "nystroem_ridge_same_centres", data=data, n=n,
+                draw=draw, alpha=alpha, nmse=nmse(Y_test, feat.transform(X_test) @ W),
                 seconds=seconds, seconds_final=t_features + t_final, alpha_grid=order,
                 at_edge=bool(at_bound or order.index(alpha) in (0, len(order) - 1)))  # fmt: skip
 
@@ -350,6 +367,9 @@ def main(argv=None) -> int:
     parser.add_argument("--clean-ns", type=int, nargs="*", default=[100_000, 1_000_000])
     parser.add_argument("--exact-ns", type=int, nargs="*", default=[1000, 2000, 4000])
     parser.add_argument("--n-centres", type=int, default=1000, help="M, Nyström centres of rffor and scikit-learn")
+    parser.add_argument("--draws", type=int, default=3, help="draws of the centres on clean data at --draw-ns")
+    parser.add_argument("--draw-ns", type=int, nargs="*", default=[100_000],
+                        help="clean sizes where both methods also run with other draws of their centres")  # fmt: skip
     parser.add_argument(
         "--exact-extensions",
         type=int,
@@ -361,16 +381,20 @@ def main(argv=None) -> int:
     parser.add_argument("--store-n", type=int, default=0, help="also fit n rows from a Zarr store (0: no)")
     parser.add_argument("--store-dir", type=Path, default=None)
     parser.add_argument("--n-test", type=int, default=2000)
-    parser.add_argument("--report-only", type=Path, default=None,
-                        help="rebuild the README block and figure from this results JSON (no fitting)")  # fmt: skip
+    parser.add_argument("--name", default="",
+                        help="save the results as benchmarks/results/learning_curve_NAME.json (runs of different "
+                        "sizes side by side, merged by --report-only)")  # fmt: skip
+    parser.add_argument("--report-only", type=Path, nargs="+", default=None,
+                        help="rebuild the README block and figure from these results JSON files (their records "
+                        "merged; no fitting)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.report_only is not None:
-        saved = json.loads(args.report_only.read_text())
+        runs = [json.loads(p.read_text()) for p in args.report_only]
+        records = [r for run in runs for r in run["records"]]
         fig = figure_path("learning_curve", False)
-        plot(saved["records"], fig)
-        text = report(saved["records"], args, saved["info"], fig, saved.get("argv"))
-        if saved.get("notes"):  # what happened to the run, written into its results file by hand
-            text += "\n\n" + saved["notes"]
+        plot(records, fig)
+        text = report(records, args, runs[0]["info"], fig, runs[0].get("argv"))
+        text += "\n\n" + _runs_note(runs)
         if not args.no_readme:
             write_section("learning_curve", text, args.readme)
         print(text)
@@ -378,6 +402,7 @@ def main(argv=None) -> int:
     limit_blas_threads(args.threads)
     if args.quick:
         args.ns, args.clean_ns, args.exact_ns, args.n_test, args.n_centres = [3000, 10_000], [10_000], [500], 300, 300
+        args.draw_ns, args.draws = [10_000], 2
         args.exact_extensions = 2
         args.cluster_min_n = 10_000
     info = machine_info(args.threads)
@@ -412,11 +437,20 @@ def main(argv=None) -> int:
         for n in args.clean_ns:
             X, Y = training(args.seed, n, clean=True)
             on = client if n >= args.cluster_min_n else None
-            keep(rffor_square(X, Y, X_test, Y_test, args, on, n))
+            rec, centres = rffor_square(X, Y, X_test, Y_test, args, on, n)
+            keep(rec)
             keep(nystroem_ridge(X, Y, X_test, Y_test, args, n, "clean"))
-            f, b = records[-2], records[-1]
-            print(f"  clean n={n}: rffor {f['nmse']:.3g} in {f['seconds']:.1f} s, "
-                  f"Nystroem+Ridge {b['nmse']:.3g} in {b['seconds']:.1f} s", flush=True)  # fmt: skip
+            keep(nystroem_ridge(X, Y, X_test, Y_test, args, n, "clean", centres=centres))
+            f, b, c = records[-3:]
+            print(f"  clean n={n}: rffor {f['nmse']:.3g} in {f['seconds']:.1f} s, Nystroem+Ridge {b['nmse']:.3g} "
+                  f"in {b['seconds']:.1f} s, on rffor's centres {c['nmse']:.3g}", flush=True)  # fmt: skip
+            if n in args.draw_ns:  # the spread of both over other draws of their centres (same rows, same test)
+                for draw in range(1, args.draws):
+                    keep({**rffor_square(X, Y, X_test, Y_test, args, on, n, draw)[0], "method": "rffor_draw"})
+                    keep({**nystroem_ridge(X, Y, X_test, Y_test, args, n, "clean", draw=draw),
+                          "method": "nystroem_ridge_draw"})  # fmt: skip
+                    print(f"  clean n={n} draw {draw}: rffor {records[-2]['nmse']:.3g}, Nystroem+Ridge "
+                          f"{records[-1]['nmse']:.3g}", flush=True)  # fmt: skip
             del X, Y
             gc.collect()
         if args.store_n:
@@ -437,13 +471,29 @@ def main(argv=None) -> int:
     fig = figure_path("learning_curve", args.quick)
     plot(records, fig)
     save_json(
-        "learning_curve_quick" if args.quick else "learning_curve",
-        dict(info=info, args={k: str(v) for k, v in vars(args).items()}, records=records, wall_seconds=wall),
-    )
+        "learning_curve_quick" if args.quick else "learning_curve" + (f"_{args.name}" if args.name else ""),
+        dict(info=info, args={k: str(v) for k, v in vars(args).items()}, argv=sys.argv, records=records,
+             wall_seconds=wall),
+    )  # fmt: skip
     if not args.no_readme and not args.quick:
         write_section("learning_curve", report(records, args, info, fig), args.readme)
     print(report(records, args, info, fig))
     return 0
+
+
+def _runs_note(runs) -> str:
+    """Which run measured what: the command, date, load and wall time of every results file merged."""
+    lines = ["The runs this block merges (records unchanged, `--report-only` over their results files):", ""]
+    for run in runs:
+        what = sorted({(r["method"], r["data"]) for r in run["records"]})
+        ns = sorted({r["n"] for r in run["records"]})
+        lines.append(
+            f"- `python {' '.join(run.get('argv') or ['?'])}` ({run['info'].get('date', '?')}, "
+            f"{run.get('wall_seconds', float('nan')) / 60:.1f} min, load average at the start "
+            f"{run['info'].get('load_avg_1_5_15', ['?'])[0]}): " + ", ".join(f"{m} {d}" for m, d in what)
+            + " at n = " + ", ".join(f"{n:,}" for n in ns)
+        )  # fmt: skip
+    return "\n".join(lines)
 
 
 def report(records, args, info, fig, argv=None) -> str:
@@ -455,8 +505,9 @@ def report(records, args, info, fig, argv=None) -> str:
             f"{n:,}" + (" (Zarr)" if f and f.get("zarr") else ""),
             f"{fmt(e['nmse'])} ({fmt(e['seconds'])} s; κ {e['kappa']:.3g}, λ {e['lam']:.0e}; {e['candidates']} "
             f"candidates, {e.get('not_converged', 0)} at max_iter)" if e else "—",
-            f"{fmt(f['nmse'])} ({fmt(f['seconds'])} s; κ {f['kappa']:.3g}, λ {f['lam']:.0e}; {f['candidates']} "
-            f"candidates, {f['path_passes']} + {f['refit_passes']} passes)" if f else "—",
+            f"{fmt(f['nmse'])} ({fmt(f['seconds'])} s; κ {f['kappa']:.3g}, λ {f['lam']:.0e}"
+            + (f", γ_Θ {f['gamma_theta']:.3g}" if "gamma_theta" in f else "")
+            + f"; {f['candidates']} candidates, {f['path_passes']} + {f['refit_passes']} passes)" if f else "—",
             f"{fmt(b['nmse'])} ({fmt(b['seconds'])} s; α {b['alpha']:.0e})" if b else "—",
             fmt(b["nmse"] / f["nmse"], 3) if f and b else "—",
         ])  # fmt: skip
@@ -467,19 +518,32 @@ def report(records, args, info, fig, argv=None) -> str:
     clean = []
     for n in sorted({r["n"] for r in records if r["data"] == "clean"}):
         f, b = get.get(("rffor", "clean", n)), get.get(("nystroem_ridge", "clean", n))
+        c = get.get(("nystroem_ridge_same_centres", "clean", n))
         if not (f and b):
             continue
-        clean.append([f"{n:,}", f"{fmt(f['nmse'])} (λ {f['lam']:.0e})", f"{fmt(b['nmse'])} (α {b['alpha']:.0e})",
-                      fmt(f["nmse"] / b["nmse"], 3), f"{fmt(f['seconds'])} / {fmt(b['seconds'])}",
-                      fmt(f["seconds"] / b["seconds"], 3), fmt(b["seconds_final"]),
-                      fmt(f["seconds"] / b["seconds_final"], 3)])  # fmt: skip
+        gamma = f" γ_Θ {f['gamma_theta']:.3g}, floor {fmt(f['output_floor'])}" if "gamma_theta" in f else ""
+        clean.append([f"{n:,}", f"{fmt(f['nmse'])} (λ {f['lam']:.0e};{gamma})",
+                      f"{fmt(b['nmse'])} (α {b['alpha']:.0e})", fmt(f["nmse"] / b["nmse"], 3),
+                      f"{fmt(c['nmse'])} (α {c['alpha']:.0e})" if c else "—",
+                      fmt(f["nmse"] / c["nmse"], 3) if c else "—",
+                      f"{fmt(f['seconds'])} / {fmt(b['seconds'])}", fmt(f["seconds"] / b["seconds"], 3),
+                      fmt(b["seconds_final"]), fmt(f["seconds"] / b["seconds_final"], 3)])  # fmt: skip
+    draws = []
+    for n in sorted({r["n"] for r in records if r["method"] == "rffor_draw"}):
+        by = {m: [r["nmse"] for r in records if (r["n"], r["data"]) == (n, "clean") and r["method"] in (m, m + "_draw")]
+              for m in ("rffor", "nystroem_ridge")}  # fmt: skip
+        draws.append(f"n = {n:,}, {len(by['rffor'])} draws: rffor " + " / ".join(fmt(v) for v in by["rffor"])
+                     + f" (mean {fmt(np.mean(by['rffor']))}), Nystroem + ridge "
+                     + " / ".join(fmt(v) for v in by["nystroem_ridge"])
+                     + f" (mean {fmt(np.mean(by['nystroem_ridge']))}); ratio of the means "
+                     + fmt(np.mean(by["rffor"]) / np.mean(by["nystroem_ridge"]), 3))  # fmt: skip
     edges = [f"{r['method']} {r['data']} n={r['n']:,}" for r in records if r.get("at_edge")]
     floors = []
     if clean:
         from rffor.features import DEFAULT_OUTPUT_RANK_TOL
 
         for tol in (DEFAULT_OUTPUT_RANK_TOL, 0.0):
-            rank, floor = output_floor(args.seed, args.n_test, tol)
+            rank, floor = output_floor(args.seed, args.n_test, GAMMA_THETA, tol)
             floors.append(f"{fmt(floor)} at tol = {tol:g} (rank {rank})")
     return "\n".join(
         [
@@ -488,17 +552,20 @@ def report(records, args, info, fig, argv=None) -> str:
             provenance(info, argv, load_end=None if argv else os.getloadavg()),
             "",
             f"Nonlinear synthetic curves (MATH.md §7, m = 100, d = 100), {OUTLIERS:.0%} Type 2 outliers in training, "
-            f"{args.n_test} clean test curves; γ_X = {GAMMA_X:g}, γ_Θ = {GAMMA_THETA:g}. Every hyperparameter selected "
+            f"{args.n_test} clean test curves; γ_X = {GAMMA_X:g}, γ_Θ = {GAMMA_THETA:g} (rffor large scale: the "
+            "start of its walk). Every hyperparameter selected "
             "by the library's rule on the same held-out curves (one in ten, hashed): median held-out curve MSE (mean "
             "on clean data), a walk from the best value of a starting grid to its neighbours while a step improves "
             "the score by ≥ 1%, past the grid's ends; the winner refitted on all rows. rffor large scale: "
             f"`FunctionalRegressor(Huber({KAPPA0:g}, 2), solver='rff', input_features='nystrom', n_features_x="
-            f"{args.n_centres}, lam='auto', loss_params='auto')` (λ from the closed forms of 1e-2 … 1e-12, κ from "
-            f"{KAPPA0:g} by half decades; MM passes; exact output factor), on a LocalCluster of 2 workers × 1 thread "
+            f"{args.n_centres}, lam='auto', loss_params='auto', kernel_theta_params='auto')` (λ from the closed forms "
+            f"of 1e-2 … 1e-12, κ from {KAPPA0:g} and γ_Θ from {GAMMA_THETA:g} by half decades; MM passes; exact "
+            "output factor; closed forms from the features' TSQR factor), on a LocalCluster of 2 workers × 1 thread "
             f"from n = {args.cluster_min_n:,} (in process below). Exact: `FunctionalRegressorCV(Huber({KAPPA0:g}, 2), "
             "loss_params='auto', cv=PredefinedSplit(the same held-out curves))` (ADMM to a relative gap of 1e-6 or "
             f"2000 iterations; λ 1e-6 … 1e-12 and κ {KAPPA0:g}/√10 … {KAPPA0:g}·√10, each extended past a winning end "
-            f"at most {args.exact_extensions} times). scikit-learn: `Nystroem(M = "
+            f"at most {args.exact_extensions} times; γ_Θ stays {GAMMA_THETA:g}: FunctionalRegressorCV does not "
+            "search it). scikit-learn: `Nystroem(M = "
             f"{args.n_centres})` features and a ridge regression per output (α from 1e-8 … 1e2 by the same walk; "
             "the solutions of `Ridge(solver='svd')`, computed block by block by a QR factorisation, checked equal on "
             f"{min([20_000, *args.ns[:1]]):,} rows), "
@@ -538,6 +605,8 @@ def report(records, args, info, fig, argv=None) -> str:
                     "rffor square",
                     "Nystroem + ridge",
                     "NMSE ratio rffor / N+R",
+                    "N+R on rffor's centres",
+                    "NMSE ratio rffor / N+R same centres",
                     "time with selection rffor / N+R (s)",
                     "ratio",
                     "N+R one fit at its α (s)",
@@ -546,12 +615,18 @@ def report(records, args, info, fig, argv=None) -> str:
                 clean,
             ),  # fmt: skip
             "",
+            "Each method's centres are a uniform draw of M rows (rffor: `random_state`; scikit-learn: its own "
+            "`random_state`); which draw is better varies, so the same fit on rffor's centres (column 5) compares "
+            "the fits alone, and other draws (`random_state` + 1, + 2, …; same rows, same test curves) show how much "
+            "a draw moves either: " + ("; ".join(draws) if draws else "not run") + ".",
+            "",
             "rffor's output factor keeps the eigenvectors of K_Θ on the grid whose eigenvalue exceeds tol × the "
             "largest (the default tol = 1e-15; Nystroem + ridge fits each of the m outputs on its own). The best "
-            "test NMSE any model in that span can reach (the clean test curves projected on it): "
+            "test NMSE any model in that span can reach (the clean test curves projected on it) is the floor in the "
+            f"rffor column for the selected γ_Θ; at the starting γ_Θ = {GAMMA_THETA:g} it is "
             + ("; ".join(floors) or "—")
-            + ". Below the default the eigenvalues are rounding noise, which the Nyström extension amplifies off the "
-            "grid (measured in the comment of `rffor.features.DEFAULT_OUTPUT_RANK_TOL`).",
+            + ": k_Θ = Gaussian(100) is smoother than these curves (their roughest GP component has length scale "
+            "0.05, i.e. γ = 200), which is why the selection raises γ_Θ.",
             "",
             "Selections at a bound or grid edge after extension: " + (", ".join(edges) if edges else "none") + ".",
             "",

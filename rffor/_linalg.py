@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["eigh_psd", "inner"]
+__all__ = ["eigh_psd", "inner", "triangular_update"]
 
 
 def inner(A: np.ndarray, B: np.ndarray) -> float:
@@ -33,3 +33,30 @@ def eigh_psd(K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     s, U = np.linalg.eigh(K)
     return np.maximum(s[::-1], 0.0), np.ascontiguousarray(U[:, ::-1])
+
+
+def triangular_update(r: np.ndarray, A: np.ndarray) -> np.ndarray:
+    """One step of a tall-skinny QR factorisation (TSQR): the first p rows of the R factor of ``[r; A]``.
+
+    For a matrix ``[F | G]`` (F with p columns) seen a block of rows at a time, ``r = [R | Z]`` is the
+    upper-trapezoidal factor of the rows seen so far: ``FᵀF = RᵀR`` and ``FᵀG = RᵀZ``; the rows below p of a full
+    factor depend on G alone and are never needed, so two factors combine by the same step (``triangular_update
+    (r₁, r₂)``). Unlike the sums ``FᵀF``, R holds F's small singular values to the rounding of the largest
+    (backward stable), not of its square: the closed form at the tiny λ of noise-free curves needs them.
+
+    Parameters
+    ----------
+    r : ndarray of shape (p, q), q >= p
+        The factor so far (zeros before any row).
+    A : ndarray of shape (rows, q)
+        New rows (or another factor).
+
+    Returns
+    -------
+    ndarray of shape (p, q), float64
+    """
+    p = r.shape[0]
+    F = np.linalg.qr(np.vstack([np.asarray(r, dtype=np.float64), np.asarray(A, dtype=np.float64)]), mode="r")
+    if F.shape[0] < p:  # fewer rows than columns so far
+        F = np.vstack([F, np.zeros((p - F.shape[0], F.shape[1]))])
+    return np.ascontiguousarray(F[:p])

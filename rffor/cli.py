@@ -358,6 +358,8 @@ def _estimator_from_args(args, loss, solver: str):
         params["max_iter"] = args.max_iter
     if args.loss_params is not None:
         params["loss_params"] = args.loss_params
+    if args.kernel_theta_params is not None:
+        params["kernel_theta_params"] = args.kernel_theta_params
     if solver == "rff":
         params["n_features_x"] = args.features_x
         if args.input_features is not None:
@@ -404,6 +406,7 @@ def _resolve_cli_solver(args, n: int) -> str:
         "--input-features": args.input_features,
         "--lam auto": args.lam == "auto",
         "--loss-params": args.loss_params,
+        "--kernel-theta-params": args.kernel_theta_params,
     }
     given = [opt for opt, value in rff_only.items() if value]
     solver = args.solver
@@ -413,8 +416,9 @@ def _resolve_cli_solver(args, n: int) -> str:
         raise UsageError(f"{', '.join(given)} only apply to --solver rff (got --solver {args.solver})")
     if args.resume and not args.checkpoint:
         raise UsageError("--resume needs --checkpoint PATH")
-    if args.loss_params and args.lam != "auto":
-        raise UsageError("--loss-params auto needs --lam auto (both are chosen on the same held-out curves)")
+    for opt, value in (("--loss-params", args.loss_params), ("--kernel-theta-params", args.kernel_theta_params)):
+        if value and args.lam != "auto":
+            raise UsageError(f"{opt} auto needs --lam auto (both are chosen on the same held-out curves)")
     return solver
 
 
@@ -1041,6 +1045,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["auto"],
         default=None,
         help="with --lam auto: also choose the loss's κ or ε on the held-out curves, starting from --kappa/--epsilon",
+    )
+    p.add_argument(
+        "--kernel-theta-params",
+        choices=["auto"],
+        default=None,
+        help="with --lam auto: also choose the γ of the output kernel on the held-out curves, starting from "
+        "--kernel-theta's",
     )
     p.add_argument(
         "--levels",

@@ -65,6 +65,12 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         With ``lam="auto"``: also choose the loss's κ (Huber) or ε (ε-insensitive) on the same held-out curves,
         walking from the loss's own value ("auto": by half decades; a sequence: along its values, continued past
         its ends); the chosen loss is ``loss_``.
+    kernel_theta_params : None, "auto" or sequence of float, default None
+        With ``lam="auto"``: also choose the γ of the output kernel k_Θ on the same held-out curves, walking from
+        the γ of ``kernel_theta`` (or of its default) ("auto": by half decades; a sequence: along its values,
+        continued past its ends). γ_Θ sets the smoothness of the fitted curves along θ: a k_Θ smoother than the
+        data holds every model above the error of projecting the curves on its factor
+        (``benchmarks/learning_curve.py``). The chosen kernel is ``kernel_theta_``.
     selection_rows : int or None, default 200000
         rff with ``lam="auto"`` on more rows than this: the selection runs on about this many rows of whole chunks
         spread over the data, and the selected λ is scaled by the ratio of rows for the fit on all rows
@@ -184,6 +190,9 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         The loss of the fitted model (with its selected κ or ε when ``loss_params`` is set).
     lam_ : float
         rff: the λ of the model (the selected one with ``lam="auto"``).
+    kernel_x_, kernel_theta_ : Kernel
+        The kernels of the model: ``kernel_x`` or the median heuristic's; ``kernel_theta`` or its default, or the
+        one selected with ``kernel_theta_params``.
     lam_path_ : dict or None
         rff with ``lam="auto"``: every candidate of the selection (λ, κ/ε, held-out score, objective, passes) and
         the walks made (:meth:`rffor.solvers.selection.Selection.to_dict`).
@@ -210,6 +219,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         "kernel_theta": [Kernel, None],
         "lam": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "loss_params": [StrOptions({"auto"}), "array-like", None],
+        "kernel_theta_params": [StrOptions({"auto"}), "array-like", None],
         "selection_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "solver": [StrOptions({"auto", "rff", *EXACT_SOLVERS})],
         "representation": [StrOptions({"splines", "eigen"})],
@@ -250,6 +260,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         kernel_theta=None,
         lam=1e-4,
         loss_params=None,
+        kernel_theta_params=None,
         selection_rows=RFF_DEFAULTS["selection_rows"],
         solver="auto",
         representation="splines",
@@ -286,6 +297,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.kernel_theta = kernel_theta
         self.lam = lam
         self.loss_params = loss_params
+        self.kernel_theta_params = kernel_theta_params
         self.selection_rows = selection_rows
         self.solver = solver
         self.representation = representation
@@ -398,6 +410,13 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.loss_ = self._loss()
         self.solver_ = self._resolve_solver(X.shape[0], False)
         self.kernel_x_, self.kernel_theta_ = self._kernels(X if self.solver_ != "rff" else None, theta)
+        if self.solver_ != "rff" and not isinstance(self.lam, str):
+            for name in ("loss_params", "kernel_theta_params"):
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f"{name}={getattr(self, name)!r} is chosen with lam='auto' on the random-feature path "
+                        f"(solver='rff'); for solver={self.solver_!r} use rffor.model_selection.FunctionalRegressorCV"
+                    )
         if isinstance(self.lam, str) and self.solver_ != "rff":
             raise ValueError(
                 f"lam='auto' selects λ on the random-feature path (solver='rff'); solver={self.solver_!r} needs a "
@@ -492,6 +511,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             kernel_theta=self.kernel_theta_,
             lam=self.lam,
             loss_params=self.loss_params,
+            kernel_theta_params=self.kernel_theta_params,
             selection_rows=self.selection_rows,
             n_features_x=self.n_features_x,
             input_features=self.input_features,
@@ -531,6 +551,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.warm_coef_ = result.warm_coef
         self.loss_ = result.loss
         self.kernel_x_ = result.kernel_x
+        self.kernel_theta_ = result.kernel_theta
         self.lam_path_ = None if result.path is None else result.path.to_dict()
         self._Phi_theta_grid = result.output_features.transform(theta)
         return self

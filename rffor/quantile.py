@@ -137,6 +137,7 @@ scheduler_address, security, checkpoint, resume, random_state, verbose
     init_reweight = 0
     n_theta_samples = None
     loss_params = None  # λ selection on the random-feature path is for curves (lam="auto"): QuantileFunctionRegressorCV
+    kernel_theta_params = None
     selection_rows = None
 
     def __init__(

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from _oracles import masked_square_optimum
 
+import rffor._linalg
 import rffor.data
 from rffor import FunctionalRegressor
 from rffor.chunked import ArrayData
@@ -104,6 +105,49 @@ def test_chunked_sums_equal_in_memory(synth):
     total = half + rest
     np.testing.assert_allclose(total.xx, chunked.xx, rtol=1e-12)
     assert total.n == 600
+
+
+def test_raw_output_sums_project_to_the_output_factor(synth):
+    """Sums of the raw outputs (``Phi_theta=None``, k = m) projected on the driver equal the sums taken with the
+    output features (the selection of k_Θ sums once for every output kernel)."""
+    phi_x, _, Pt = _features(synth, dtype=np.float64)
+    data = ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=97)
+    raw = feature_sums(data, phi_x, None)
+    assert raw.Z.shape == (phi_x.n_features, synth.theta.size)
+    direct = feature_sums(data, phi_x, Pt)
+    proj = raw.project(Pt)
+    np.testing.assert_allclose(proj.xy, direct.xy, rtol=1e-10, atol=1e-10 * np.abs(direct.xy).max())
+    np.testing.assert_allclose(proj.xx, direct.xx, rtol=1e-12, atol=1e-12 * np.abs(direct.xx).max())
+    assert (proj.yy, proj.n) == (direct.yy, direct.n)
+
+
+def test_closed_form_from_the_triangular_factor_keeps_small_singular_values():
+    """Features of condition number 1e7 (their Gram matrix's: 1e14) and noise-free outputs in their span: the closed
+    form at a tiny λ from the TSQR factor of :class:`FeatureSums` recovers the true coefficients to 1e-6, where the
+    normal equations (eigenpairs of ΦᵀΦ) lose the small directions."""
+    from rffor._linalg import eigh_psd
+
+    rng = np.random.default_rng(0)
+    n, D, m = 3000, 40, 5
+    U, _ = np.linalg.qr(rng.standard_normal((n, D)))
+    V, _ = np.linalg.qr(rng.standard_normal((D, D)))
+    Phi = (U * np.logspace(0, -7, D)) @ V.T
+    B_true = rng.standard_normal((D, m))
+    Y = Phi @ B_true
+    sums = FeatureSums.zeros(D, m)
+    for s in range(0, n, 700):  # blocks, then a merge of two halves: the reduce step
+        part = FeatureSums.zeros(D, m)
+        part.r = rffor._linalg.triangular_update(part.r, np.hstack([Phi[s : s + 700], Y[s : s + 700]]))
+        part.n = len(Phi[s : s + 700])
+        sums = sums + part
+    np.testing.assert_allclose(sums.xx, Phi.T @ Phi, atol=1e-12)
+    lam, C_theta = 1e-24, np.full(m, 1.0 / m)  # identity output features: C_Θ = I/m
+    B = closed_form_from_sums(sums, C_theta, lam, m)
+    err = np.linalg.norm(B - B_true) / np.linalg.norm(B_true)
+    assert err < 1e-6
+    a, P = eigh_psd(Phi.T @ Phi / n)  # the normal equations' route
+    B_ne = P @ ((P.T @ (Phi.T @ Y / (n * m))) / (np.outer(a, C_theta) + lam))
+    assert np.linalg.norm(B_ne - B_true) / np.linalg.norm(B_true) > 1e3 * err
 
 
 def test_closed_form_chunked_equals_in_memory(synth):

@@ -10,6 +10,7 @@ from test_dsgd import KT, KX  # tests/ is on sys.path (rootdir conftest)
 
 from rffor.chunked import ArrayData, RowSplit, as_data
 from rffor.datasets import add_outliers, make_synthetic
+from rffor.kernels import Gaussian
 from rffor.losses import EpsilonInsensitive, Huber, Square
 from rffor.metrics import curve_mse
 from rffor.solvers.rff import fit_rff, objective
@@ -221,3 +222,124 @@ def test_selection_on_a_subsample_of_chunks_scales_lambda_for_all_rows(corrupted
     phi, Pt = full.input_features, full.output_features.transform(d.theta)
     J = objective(data, res.coef, phi, Pt, res.loss, res.lam)
     assert J == pytest.approx(objective(data, full.coef, phi, Pt, res.loss, res.lam), rel=1e-8)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the output kernel's γ (kernel_theta_params)
+# ---------------------------------------------------------------------------------------------------------------
+
+SMOOTH = Gaussian(3.0)  # far smoother than the curves (GPs of length 0.05 to 0.7): few directions of K_Θ carry them
+
+
+@pytest.fixture(scope="module")
+def clean():
+    d = make_synthetic(1500, 300, m=30, p_in=20, nonlinear=True, noise=0.0, random_state=2)
+    return d, ArrayData(d.X_train, d.Y_train, d.theta, chunk_rows=300)
+
+
+def _walk_axis_is_consistent(path, score_of, name, ratio):
+    """Both neighbours of the selected value along one axis ("lam", "param" or "gamma") were evaluated and neither
+    is better than it by 1% or more."""
+    best = path.candidates[path.best]
+    index = {c.key: c for c in path.candidates}
+    for f in (ratio, 1 / ratio):
+        key = dict(lam=best.lam, param=best.param, gamma=best.gamma)
+        key[name] = float(f"{key[name] * f:.12g}")
+        key = (key["lam"], key["param"], key["gamma"])
+        assert key in index, (key, sorted(index))
+        assert score_of(index[key]) > 0.99 * score_of(best)
+
+
+def test_output_kernel_selection_equals_separate_closed_forms(clean):
+    """k_Θ far smoother than the curves, ``kernel_theta_params="auto"``: the walk raises γ_Θ; every candidate is the
+    closed form with its own k_Θ on the training rows, scored as a direct evaluation scores it; the selected (λ, γ_Θ)
+    has both neighbours on each axis evaluated and none better by 1%; the final model is the closed form at that
+    (λ, k_Θ) on all rows, and it beats the fixed smooth kernel on clean test curves."""
+    d, data = clean
+    kw = dict(KW, kernel_theta=SMOOTH)
+    lams = [1e-2, 1e-4, 1e-6, 1e-8]
+    res = fit_rff(data, loss=Square(), lam="auto", lams=lams, kernel_theta_params="auto", **kw)
+    path = res.path
+    assert path.gamma_searched and path.gamma > 3.0 * 10 and len({c.gamma for c in path.candidates}) >= 3
+    held = RowSplit(10, True).mask(0, len(data.Y))
+    direct = {}
+    for c in path.candidates:
+        ref = fit_rff((d.X_train[~held], data.Y[~held], d.theta), loss=Square(), lam=c.lam,
+                      **dict(kw, kernel_theta=Gaussian(c.gamma)))  # fmt: skip
+        np.testing.assert_allclose(c.coef, ref.coef, rtol=1e-4, atol=1e-6 * np.abs(ref.coef).max())
+        direct[c.key] = np.mean(curve_mse(data.Y[held], ref.predict(d.X_train[held])))
+    np.testing.assert_allclose([c.score for c in path.candidates], list(direct.values()), rtol=1e-6)
+    _walk_axis_is_consistent(path, lambda c: direct[c.key], "lam", 100.0)  # the grid's ratio
+    _walk_axis_is_consistent(path, lambda c: direct[c.key], "gamma", 10**0.5)
+    assert res.kernel_theta == Gaussian(path.gamma) and not path.at_bound
+    full = fit_rff(data, loss=Square(), lam=res.lam, **dict(kw, kernel_theta=res.kernel_theta))
+    np.testing.assert_allclose(res.coef, full.coef, rtol=1e-5, atol=1e-7 * np.abs(full.coef).max())
+    fixed = fit_rff(data, loss=Square(), lam="auto", lams=lams, **kw)
+    err = np.mean(curve_mse(d.Y_test, res.predict(d.X_test)))
+    assert err < 0.5 * np.mean(curve_mse(d.Y_test, fixed.predict(d.X_test)))
+
+
+def test_robust_output_kernel_selection_matches_separate_fits(corrupted, tmp_path):
+    """H_κ^2 with λ and γ_Θ searched: a candidate with another k_Θ starts from its neighbour's model re-expressed in
+    its own output factor and reaches the objective of its own MM fit on the training rows; its held-out median is
+    the direct evaluation's; the final fit on all rows is the MM optimum with the selected k_Θ. With a checkpoint
+    after every refit pass, a fit that dies after its first refit pass resumes to the same model and kernel."""
+    import rffor.checkpoint as ckpt
+
+    d, data = corrupted
+    kw = dict(KW, tol=1e-10, max_passes=300, kernel_theta=SMOOTH)
+    res = fit_rff(data, loss=Huber(0.3, 2), lam="auto", lams=[1e-2, 1e-3, 1e-4], kernel_theta_params="auto", **kw)
+    path = res.path
+    assert len({c.gamma for c in path.candidates}) >= 3 and path.gamma > 3.0
+    assert any(c.passes > 0 and c.gamma != 3.0 for c in path.candidates)
+    held = RowSplit(10, True).mask(0, len(data.Y))
+    direct = {}
+    for c in path.candidates:
+        ref = fit_rff((d.X_train[~held], data.Y[~held], d.theta), loss=Huber(0.3, 2), lam=c.lam,
+                      **dict(kw, kernel_theta=Gaussian(c.gamma)))  # fmt: skip
+        J = objective(as_data((d.X_train[~held], data.Y[~held], d.theta)), ref.coef, ref.input_features,
+                      ref.output_features.transform(d.theta), Huber(0.3, 2), c.lam)  # fmt: skip
+        assert c.objective == pytest.approx(J, rel=1e-7)
+        direct[c.key] = np.median(curve_mse(data.Y[held], ref.predict(d.X_train[held])))
+    np.testing.assert_allclose([c.score for c in path.candidates], list(direct.values()), rtol=1e-4)
+    _walk_axis_is_consistent(path, lambda c: direct[c.key], "gamma", 10**0.5)
+    full = fit_rff(data, loss=Huber(0.3, 2), lam=res.lam, **dict(kw, kernel_theta=res.kernel_theta))
+    phi, Pt = full.input_features, full.output_features.transform(d.theta)
+    assert objective(data, res.coef, phi, Pt, res.loss, res.lam) == pytest.approx(
+        objective(data, full.coef, phi, Pt, res.loss, res.lam), rel=1e-8
+    )
+    # resume: the checkpoint records the selection (λ, γ_Θ); the resumed refit uses that kernel
+    args = dict(loss=Huber(0.3, 2), lam="auto", lams=[1e-2, 1e-3, 1e-4], kernel_theta_params="auto", **kw)
+    path_ = tmp_path / "fit.ckpt"
+    save = ckpt.save
+
+    def save_then_die(p, state, r, history, info):
+        save(p, state, r, history, info)
+        if r == 0:
+            raise KeyboardInterrupt
+
+    ckpt.save = save_then_die
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            fit_rff(data, **args, checkpoint=path_)
+    finally:
+        ckpt.save = save
+    assert ckpt.load(path_).info["gamma_theta"] == path.gamma
+    resumed = fit_rff(data, **args, checkpoint=path_, resume=True)
+    assert resumed.kernel_theta == res.kernel_theta and resumed.lam == res.lam
+    np.testing.assert_array_equal(resumed.coef, res.coef)
+
+
+def test_output_kernel_params_are_validated(corrupted):
+    _, data = corrupted
+    with pytest.raises(ValueError, match="kernel_theta_params.*lam='auto'"):
+        fit_rff(data, lam=1e-3, kernel_theta_params="auto", **KW)
+    with pytest.raises(ValueError, match="kernel_theta_params"):
+        fit_rff(data, lam="auto", kernel_theta_params="best", **KW)
+    with pytest.raises(ValueError, match=r"kernel_theta_params\[i\]"):
+        fit_rff(data, lam="auto", kernel_theta_params=[10.0, 0.0], **KW)
+    from rffor import FunctionalRegressor
+
+    d, _ = corrupted
+    with pytest.raises(ValueError, match="kernel_theta_params.*FunctionalRegressorCV"):
+        FunctionalRegressor(lam=1e-3, kernel_theta_params="auto", solver="admm").fit(d.X_train[:50], d.Y_train[:50])

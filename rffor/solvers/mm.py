@@ -31,7 +31,7 @@ import numpy as np
 
 from .._linalg import eigh_psd, inner
 from ..losses import Loss
-from .closed_form import diagonal_sylvester
+from .closed_form import rotated_sylvester
 
 __all__ = ["GradSums", "grad_task", "curve_errors_task", "SquareMetric", "mm_step", "MMRun", "mm_steps", "mm_minimize"]
 
@@ -186,18 +186,61 @@ class SquareMetric:
 
     def __init__(self, C_x: np.ndarray, C_theta: np.ndarray, lam: float):
         self.a, self.U = eigh_psd(np.asarray(C_x, dtype=np.float64))
+        self._set_output(C_theta)
+        self.lam = float(lam)
+
+    @classmethod
+    def from_sums(cls, sums, C_theta: np.ndarray, lam: float) -> SquareMetric:
+        """The metric of the rows of ``sums`` (:class:`~rffor.solvers.rff.FeatureSums`): the eigenpairs of
+        ``C_X = RᵀR / n`` from the singular value decomposition of its factor, ``R = W diag(σ) Pᵀ``,
+        ``a = σ² / n``, eigenvectors P: accurate down to the rounding of the largest σ, where ``eigh(RᵀR)`` would
+        lose every eigenvalue below ``ε a_max``. Such a metric also gives the closed form (:meth:`closed_form`)."""
+        out = object.__new__(cls)
+        W, sigma, Pt = np.linalg.svd(np.asarray(sums.R, dtype=np.float64))
+        out.a, out.U = sigma**2 / sums.n, np.ascontiguousarray(Pt.T)
+        out._W, out._sigma = W, sigma
+        out._set_output(C_theta)
+        out.lam = float(lam)
+        return out
+
+    def closed_form(self, sums, m: int, lam: float | None = None) -> np.ndarray:
+        """The square loss's minimiser of (P_rf), ``C_X B C_Θ + λ B = M`` (MATH.md §5), for the rows this metric
+        was built from (:meth:`from_sums`), ``sums`` in its output factor (``Z`` of shape (D_x, D_θ)).
+
+        The right-hand side is rotated as ``Pᵀ M = diag(σ) Wᵀ Z / (n m)``, never formed as ``RᵀZ / (n m)``: along a
+        direction of small σ its value is of order σ², below the rounding of ``RᵀZ`` (ε σ_max ‖Z‖).
+
+        Returns
+        -------
+        B : ndarray of shape (D_x, D_θ), float64
+        """
+        G_hat = (self._sigma[:, None] * (self._W.T @ np.asarray(sums.Z, dtype=np.float64))) / (sums.n * m)
+        return self._solve_rotated(G_hat, 1.0, lam)
+
+    def _set_output(self, C_theta: np.ndarray) -> None:
         C_theta = np.asarray(C_theta, dtype=np.float64)
         if C_theta.ndim == 1:
             self.t, self.V = C_theta, None
         else:
             self.t, self.V = eigh_psd(C_theta)
-        self.lam = float(lam)
+
+    def with_output(self, C_theta: np.ndarray) -> SquareMetric:
+        """The metric of the same C_X (its eigendecomposition reused: no D_x³ step) with another C_Θ of shape
+        (D_θ',) or (D_θ', D_θ') (another output kernel)."""
+        out = object.__new__(SquareMetric)
+        out.__dict__.update({k: v for k, v in self.__dict__.items() if k not in ("t", "V")})
+        out._set_output(C_theta)
+        return out
 
     def solve(self, G: np.ndarray, c: float = 1.0, lam: float | None = None) -> np.ndarray:
         """``H_c⁻¹ G`` for G of shape (D_x, D_θ): solves ``c C_X X C_Θ + λ X = G`` (another λ reuses the same
         eigendecomposition: a λ path needs one)."""
+        return self._solve_rotated(self.U.T @ np.asarray(G, dtype=np.float64), c, lam)
+
+    def _solve_rotated(self, G_hat: np.ndarray, c: float, lam: float | None) -> np.ndarray:
+        """``H_c⁻¹ G`` from ``G_hat = Pᵀ G``."""
         shift = self.lam if lam is None else float(lam)
-        return diagonal_sylvester(self.U, c * self.a, self.V, self.t, np.asarray(G, dtype=np.float64), shift=shift)
+        return rotated_sylvester(self.U, c * self.a, self.V, self.t, G_hat, shift=shift)
 
 
 def mm_step(

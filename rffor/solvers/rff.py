@@ -28,20 +28,20 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from .. import checkpoint as ckpt_io
+from .._linalg import triangular_update
 from .._validation import check_choice, check_dtype, check_int, check_real, check_seed, fill_missing
 from ..chunked import as_data
 from ..features import DEFAULT_OUTPUT_RANK_TOL, RandomFourierFeatures, make_output_features
 from ..kernels import MEDIAN_HEURISTIC_ROWS, Kernel, median_heuristic
 from ..losses import Loss, Square
 from ..progress import Progress
-from .closed_form import sylvester_features
 from .dsgd import LevelSampler, Preconditioner, SGDConfig, SGDState, epoch_steps, partition_steps
 from .feature_cache import cached_block, release_task
 from .mm import MMRun, SquareMetric, grad_task, mm_steps
@@ -61,6 +61,9 @@ __all__ = [
     "average_states",
     "RFFResult",
     "make_feature_maps",
+    "OutputMap",
+    "make_input_features",
+    "make_output_map",
     "output_gram",
     "auto_step_size",
     "init_chunks",
@@ -89,6 +92,7 @@ RFF_DEFAULTS: dict[str, Any] = {
     "max_passes": 300,
     "lams": None,
     "loss_params": None,
+    "kernel_theta_params": None,
     "holdout": 10,
     "selection_rows": 200_000,
     "feature_cache": 2**32,
@@ -102,26 +106,31 @@ RFF_DEFAULTS: dict[str, Any] = {
 
 @dataclass
 class FeatureSums:
-    """Sums over rows of a set of chunks (MATH.md §5, square loss); ``+`` adds two of them (the reduce step).
+    """What the closed form needs of a set of rows (MATH.md §5, square loss), kept as a triangular factor:
+    ``+`` combines two of them (the reduce step, a TSQR merge: :func:`rffor._linalg.triangular_update`).
+
+    Rows enter as ``[φ_X(x_i) | y_iᵀ Φ_Θ]`` (times ``√w_i`` when weighted); ``r = [R | Z]`` is the R factor of
+    their stack, so that ``Σ w_i φ_X φ_Xᵀ = RᵀR`` and ``Σ w_i φ_X y_iᵀ Φ_Θ = RᵀZ``. The normal equations' sums
+    would square the features' condition number: R keeps their small singular values to the rounding of the
+    largest, which the closed form at the tiny λ of noise-free curves needs (:meth:`SquareMetric.from_sums
+    <rffor.solvers.mm.SquareMetric.from_sums>`; on the clean curves of benchmarks/learning_curve.py, 10^5 rows,
+    test NMSE 3.51e-10 against 3.62e-10 from the sums).
 
     Attributes
     ----------
-    xx : ndarray of shape (D_x, D_x), float64
-        ``Σ_i w_i φ_X(x_i) φ_X(x_i)ᵀ`` (w_i = 1 unless weighted).
-    xy : ndarray of shape (D_x, D_θ), float64
-        ``Σ_i w_i φ_X(x_i) y_iᵀ Φ_Θ``, with y_i's missing entries filled (MATH.md §3.3).
+    r : ndarray of shape (D_x, D_x + k), float64
+        ``[R | Z]``, R upper triangular; k = D_θ, or m for the raw outputs (``Φ_Θ = I``; :meth:`project`).
     yy : float
         ``Σ_i w_i Σ_j y_ij²`` of the filled outputs (for the objective of the closed form).
     n : int
         Rows summed.
     n_missing : int
-        Missing output entries seen (filled for the sums).
+        Missing output entries seen (filled for the sums, MATH.md §3.3).
     loss : float
         ``Σ_i L(r_i)`` at the B of a reweighted pass (0 otherwise).
     """
 
-    xx: np.ndarray
-    xy: np.ndarray
+    r: np.ndarray
     yy: float = 0.0
     n: int = 0
     n_missing: int = 0
@@ -129,8 +138,7 @@ class FeatureSums:
 
     def __add__(self, other: FeatureSums) -> FeatureSums:
         return FeatureSums(
-            self.xx + other.xx,
-            self.xy + other.xy,
+            triangular_update(self.r, other.r),
             self.yy + other.yy,
             self.n + other.n,
             self.n_missing + other.n_missing,
@@ -138,8 +146,39 @@ class FeatureSums:
         )
 
     @classmethod
-    def zeros(cls, D_x: int, D_theta: int) -> FeatureSums:
-        return cls(np.zeros((D_x, D_x)), np.zeros((D_x, D_theta)))
+    def zeros(cls, D_x: int, k: int) -> FeatureSums:
+        return cls(np.zeros((D_x, D_x + k)))
+
+    @property
+    def R(self) -> np.ndarray:
+        """ndarray of shape (D_x, D_x): ``Σ w_i φ_X φ_Xᵀ = RᵀR``."""
+        return self.r[:, : self.r.shape[0]]
+
+    @property
+    def Z(self) -> np.ndarray:
+        """ndarray of shape (D_x, k): ``Σ w_i φ_X y_iᵀ Φ_Θ = RᵀZ``."""
+        return self.r[:, self.r.shape[0] :]
+
+    @property
+    def xx(self) -> np.ndarray:
+        """``Σ_i w_i φ_X(x_i) φ_X(x_i)ᵀ``, shape (D_x, D_x) (from R: for the preconditioner and tests)."""
+        return self.R.T @ self.R
+
+    @property
+    def xy(self) -> np.ndarray:
+        """``Σ_i w_i φ_X(x_i) y_iᵀ Φ_Θ``, shape (D_x, k)."""
+        return self.R.T @ self.Z
+
+    def project(self, Phi_theta: np.ndarray) -> FeatureSums:
+        """The sums of an output feature map from those of the raw outputs (summed with ``Phi_theta=None``,
+        k = m): ``Z Φ_Θ`` (the factor of ``[Φ_X | Y Φ_Θ]`` has the same R), in float64 on the driver.
+
+        Parameters
+        ----------
+        Phi_theta : ndarray of shape (m, D_θ)
+        """
+        Z = self.Z @ np.asarray(Phi_theta, dtype=np.float64)
+        return FeatureSums(np.hstack([self.R, Z]), self.yy, self.n, self.n_missing, self.loss)
 
 
 @dataclass
@@ -196,8 +235,9 @@ def feature_sums(
     input_features : feature map
 
         φ_X.
-    Phi_theta : ndarray of shape (m, D_θ)
-        Output features on the grid.
+    Phi_theta : ndarray of shape (m, D_θ) or None
+        Output features on the grid; None: the raw outputs (``xy = Σ φ_X(x_i) y_iᵀ``, shape (D_x, m), which
+        :meth:`FeatureSums.project` turns into the sums of any output feature map: the selection of k_Θ).
     chunk_ids : sequence of int, optional
         Chunks to sum over; default all.
     weights : callable ``(Phi, Y) -> w``, optional
@@ -216,8 +256,9 @@ def feature_sums(
     """
     theta = np.asarray(data.theta, dtype=np.float64)
     dtype = input_features.dtype
-    Phi_theta = np.ascontiguousarray(Phi_theta, dtype=dtype)
-    sums = FeatureSums.zeros(input_features.n_features, Phi_theta.shape[1])
+    if Phi_theta is not None:
+        Phi_theta = np.ascontiguousarray(Phi_theta, dtype=dtype)
+    sums = FeatureSums.zeros(input_features.n_features, data.m if Phi_theta is None else Phi_theta.shape[1])
     ids = range(data.n_chunks) if chunk_ids is None else [int(i) for i in chunk_ids]
     for i, X_i, Y_i in data.iter_chunks(ids):
         # outputs in the fit's dtype first, as DSGD sees them: in-memory float64 and stored float32 data then
@@ -229,7 +270,7 @@ def feature_sums(
             Y64 = Y64 + np.asarray(shift, dtype=np.float64)[None, :]
         sums.n += Y64.shape[0]
         sums.n_missing += missing
-        YP = Y64.astype(dtype) @ Phi_theta  # (c, D_θ)
+        YP = Y64.astype(dtype) if Phi_theta is None else Y64.astype(dtype) @ Phi_theta  # (c, D_θ) or (c, m)
         if weights is None:
             sums.yy += float(np.einsum("ij,ij->", Y64, Y64))
         for s in range(0, X_i.shape[0], _BLOCK_ROWS):
@@ -243,8 +284,7 @@ def feature_sums(
                 root = np.sqrt(w).astype(dtype)[:, None]
                 Phi = Phi * root  # a new array: Phi may be a cached block
                 YP_b = YP_b * root
-            sums.xx += Phi.T @ Phi
-            sums.xy += Phi.T @ YP_b
+            sums.r = triangular_update(sums.r, np.hstack([Phi, YP_b]))
     return sums
 
 
@@ -265,23 +305,26 @@ def closed_form_from_sums(sums: FeatureSums, C_theta: np.ndarray, lam: float, m:
     Returns
     -------
     B : ndarray of shape (D_x, D_θ), float64
-        With ``C_X = xx / n`` and ``M = xy / (n m)``.
+        With ``C_X = xx / n`` and ``M = xy / (n m)``, solved from their triangular factor
+        (:meth:`~rffor.solvers.mm.SquareMetric.closed_form`).
     """
     if sums.n == 0:
         raise ValueError("no rows were summed")
-    return sylvester_features(sums.xx / sums.n, C_theta, sums.xy / (sums.n * m), lam)
+    return SquareMetric.from_sums(sums, C_theta, lam).closed_form(sums, m)
 
 
 def square_objective_from_sums(sums: FeatureSums, B: np.ndarray, C_theta: np.ndarray, lam: float, m: int) -> float:
     """J(B) of the square loss on the filled outputs, from the sums alone (no pass over the data).
 
-    ``J = (1/(2nm)) [Σ y² − 2 <B, xy> + <B, xx B C_Θ> m] + (λ/2)‖B‖²``.
+    ``J = (1/(2nm)) [Σ y² − 2 <B, xy> + <B, xx B C_Θ> m] + (λ/2)‖B‖²``, with ``<B, xy> = <RB, Z>`` and
+    ``<B, xx B C_Θ> = <RB, RB C_Θ>`` (:class:`FeatureSums`' factor).
     """
     B = np.asarray(B, dtype=np.float64)
     C_theta = np.asarray(C_theta, dtype=np.float64)
-    BC = B * C_theta if C_theta.ndim == 1 else B @ C_theta
-    quad = float(np.sum((sums.xx @ B) * BC)) * m
-    data_term = (sums.yy - 2.0 * float(np.sum(B * sums.xy)) + quad) / (2.0 * sums.n * m)
+    RB = sums.R @ B
+    RBC = RB * C_theta if C_theta.ndim == 1 else RB @ C_theta
+    quad = float(np.sum(RB * RBC)) * m
+    data_term = (sums.yy - 2.0 * float(np.sum(RB * sums.Z)) + quad) / (2.0 * sums.n * m)
     return data_term + 0.5 * lam * float(np.sum(B * B))
 
 
@@ -585,6 +628,8 @@ class RFFResult:
         The loss of the model (with the selected κ or ε with ``loss_params``).
     kernel_x : Kernel or None
         k_X (the median heuristic's when ``fit_rff`` got None).
+    kernel_theta : Kernel or None
+        k_Θ of the model (the selected one with ``kernel_theta_params``).
     path : Selection or None
         ``lam="auto"``: what the selection evaluated (:mod:`rffor.solvers.selection`): candidates, held-out scores,
         walks.
@@ -605,6 +650,7 @@ class RFFResult:
     lam: float | None = None
     loss: Loss | None = None
     kernel_x: Kernel | None = None
+    kernel_theta: Kernel | None = None
     path: Any = field(default=None, repr=False)
 
     @property
@@ -625,6 +671,102 @@ def output_gram(output_features, Phi_theta: np.ndarray) -> np.ndarray:
         return exact
     P = np.asarray(Phi_theta, dtype=np.float64)
     return P.T @ P / P.shape[0]
+
+
+@dataclass
+class OutputMap:
+    """The output side of the random-feature model (MATH.md §5): k_Θ, its feature map φ_Θ, ``Φ_Θ`` on the training
+    grid and ``C_Θ = Φ_Θᵀ Φ_Θ / m``. A fit has one; a selection of k_Θ (``kernel_theta_params``) one per γ tried.
+
+    Attributes
+    ----------
+    kernel : Kernel
+        k_Θ.
+    features : ExactOutputFactor or RandomOutputFeatures
+        φ_Θ (evaluates anywhere on Θ).
+    Phi_theta : ndarray of shape (m, D_θ)
+        φ_Θ on the training grid, in the fit's dtype.
+    C_theta : ndarray of shape (D_θ,) or (D_θ, D_θ)
+        :func:`output_gram` (1-D: diagonal, the exact factor).
+    """
+
+    kernel: Kernel
+    features: Any
+    Phi_theta: np.ndarray = field(repr=False)
+    C_theta: np.ndarray = field(repr=False)
+
+    @property
+    def n_features(self) -> int:
+        """D_θ."""
+        return int(self.Phi_theta.shape[1])
+
+    def coef_from(self, other: OutputMap, B: np.ndarray) -> np.ndarray:
+        """A model B of ``other``'s output map expressed in this one: the least-squares fit, on the grid, of its
+        curve coefficients ``W = B Φ_Θ,otherᵀ`` (D_x × m) by ``X Φ_Θᵀ`` (the warm start of a selection candidate
+        whose k_Θ differs from its neighbour's).
+
+        Parameters
+        ----------
+        other : OutputMap
+        B : ndarray of shape (D_x, other.n_features)
+
+        Returns
+        -------
+        ndarray of shape (D_x, self.n_features), float64
+        """
+        B = np.asarray(B, dtype=np.float64)
+        if other is self:
+            return B
+        W = B @ np.asarray(other.Phi_theta, dtype=np.float64).T
+        return np.linalg.lstsq(np.asarray(self.Phi_theta, dtype=np.float64), W.T, rcond=None)[0].T
+
+
+def make_input_features(
+    d: int,
+    random_state: int,
+    *,
+    kernel_x: Kernel,
+    n_features_x: int = 1000,
+    input_features: str = "rff",
+    centres: np.ndarray | None = None,
+    dtype: str = "float32",
+):
+    """φ_X of a fit, as :func:`fit_rff` builds it (seed ``(random_state, 0)`` for random features; see
+    :func:`make_feature_maps` for the parameters)."""
+    if input_features == "nystrom":
+        if centres is None:
+            raise ValueError("input_features='nystrom' needs centres (rows of the training inputs)")
+        from ..features import NystromFeatures
+
+        return NystromFeatures(kernel_x, centres, dtype=dtype)
+    orf = {"orthogonal": True} if input_features == "orf" else {}
+    return RandomFourierFeatures(kernel_x, n_features_x, d, seed=(random_state, 0), dtype=dtype, **orf)
+
+
+def make_output_map(
+    kernel_theta: Kernel,
+    theta: np.ndarray,
+    random_state: int,
+    *,
+    output_features: str = "exact",
+    n_features_theta: int | None = None,
+    output_rank_tol: float = DEFAULT_OUTPUT_RANK_TOL,
+    dtype: str = "float32",
+) -> OutputMap:
+    """The output side of a fit, as :func:`fit_rff` builds it (seed ``(random_state, 1)`` for random output
+    features; see :func:`make_feature_maps` for the parameters)."""
+    theta = np.asarray(theta, dtype=np.float64)
+    phi_theta = make_output_features(
+        output_features,
+        kernel_theta,
+        theta,
+        n_features=n_features_theta,
+        tol=output_rank_tol,
+        seed=(random_state, 1),
+        dtype=dtype,
+    )
+    Phi_theta = np.ascontiguousarray(phi_theta.transform(theta), dtype=dtype)
+    return OutputMap(kernel_theta, phi_theta, Phi_theta, output_gram(phi_theta, Phi_theta))
 
 
 def make_feature_maps(
@@ -661,27 +803,15 @@ def make_feature_maps(
     C_theta : ndarray of shape (D_θ,) or (D_θ, D_θ)
         ``Φ_Θᵀ Φ_Θ / m`` (:func:`output_gram`).
     """
-    theta = np.asarray(theta, dtype=np.float64)
-    if input_features == "nystrom":
-        if centres is None:
-            raise ValueError("input_features='nystrom' needs centres (rows of the training inputs)")
-        from ..features import NystromFeatures
-
-        phi_x = NystromFeatures(kernel_x, centres, dtype=dtype)
-    else:
-        orf = {"orthogonal": True} if input_features == "orf" else {}
-        phi_x = RandomFourierFeatures(kernel_x, n_features_x, d, seed=(random_state, 0), dtype=dtype, **orf)
-    phi_theta = make_output_features(
-        output_features,
-        kernel_theta,
-        theta,
-        n_features=n_features_theta,
-        tol=output_rank_tol,
-        seed=(random_state, 1),
-        dtype=dtype,
-    )
-    Phi_theta = np.ascontiguousarray(phi_theta.transform(theta), dtype=dtype)
-    return phi_x, phi_theta, Phi_theta, output_gram(phi_theta, Phi_theta)
+    phi_x = make_input_features(
+        d, random_state, kernel_x=kernel_x, n_features_x=n_features_x, input_features=input_features,
+        centres=centres, dtype=dtype,
+    )  # fmt: skip
+    out = make_output_map(
+        kernel_theta, theta, random_state, output_features=output_features, n_features_theta=n_features_theta,
+        output_rank_tol=output_rank_tol, dtype=dtype,
+    )  # fmt: skip
+    return phi_x, out.features, out.Phi_theta, out.C_theta
 
 
 def _centre_rows_task(part, p: int, chunk_ids, wanted: dict[int, np.ndarray]) -> list[np.ndarray]:
@@ -779,6 +909,23 @@ def _loss_param_grid(loss_params, loss: Loss, lam) -> list[float] | None:
     return grid
 
 
+def _kernel_param_grid(kernel_theta_params, kernel_theta: Kernel, lam) -> list[float] | None:
+    """The grid of k_Θ's γ of ``kernel_theta_params`` (validated), or None when k_Θ is fixed."""
+    if kernel_theta_params is None:
+        return None
+    if lam != "auto":
+        raise ValueError(
+            f"kernel_theta_params={kernel_theta_params!r} needs lam='auto' (both are chosen on the same held-out rows)"
+        )
+    if isinstance(kernel_theta_params, str):
+        check_choice(kernel_theta_params, "kernel_theta_params", {"auto"})
+        return [float(kernel_theta.gamma)]
+    grid = [check_real(v, "kernel_theta_params[i]", low=0, low_open=True) for v in kernel_theta_params]
+    if not grid:
+        raise ValueError("kernel_theta_params must hold at least one value")
+    return grid
+
+
 def _settings(**kw) -> dict:
     """The settings a checkpoint must agree with to be resumed (everything that changes the result but P and the
     random state, which the checkpoint records apart)."""
@@ -794,6 +941,7 @@ def fit_rff(
     lam: float | str,
     lams=RFF_DEFAULTS["lams"],
     loss_params=RFF_DEFAULTS["loss_params"],
+    kernel_theta_params=RFF_DEFAULTS["kernel_theta_params"],
     holdout: int = RFF_DEFAULTS["holdout"],
     selection_rows: int | None = RFF_DEFAULTS["selection_rows"],
     n_features_x: int = RFF_DEFAULTS["n_features_x"],
@@ -858,6 +1006,12 @@ def fit_rff(
         With ``lam="auto"``: also choose the loss's κ or ε (:attr:`rffor.losses.Loss.param_name`) on the same
         held-out rows, walking from the loss's own value ("auto": by half decades; a sequence: along its values,
         continued past its ends). The chosen loss is ``RFFResult.loss``.
+    kernel_theta_params : None, "auto" or sequence of float, default None
+        With ``lam="auto"``: also choose the γ of the output kernel k_Θ on the same held-out rows, walking from
+        ``kernel_theta.gamma`` ("auto": by half decades; a sequence of γ values: along them, continued past its
+        ends). Every γ tried has its own output factor; the input features, their cached blocks and the sums of
+        the raw outputs serve them all (:mod:`rffor.solvers.selection`). The chosen kernel is
+        ``RFFResult.kernel_theta``.
     holdout : int, default 10
         ``lam="auto"``: about one row in ``holdout`` is held out to score the grid (:class:`rffor.chunked.RowSplit`).
     selection_rows : int or None, default 200000
@@ -989,6 +1143,7 @@ def fit_rff(
     else:
         lam = check_real(lam, "lam", low=0, low_open=True)
     params = _loss_param_grid(loss_params, loss, lam)
+    gammas = _kernel_param_grid(kernel_theta_params, kernel_theta, lam)
     check_choice(output_features, "output_features", {"exact", "rff"})
     check_choice(input_features, "input_features", {"auto", "rff", "orf", "nystrom"})
     if input_features == "auto":
@@ -1046,6 +1201,7 @@ def fit_rff(
     settings = _settings(
         loss=loss, kernel_x=kernel_x, kernel_theta=kernel_theta, lam=lam, n_features_x=n_features_x,
         input_features=input_features, lams=list(lams) if lam == "auto" else None, loss_params=params,
+        kernel_theta_params=gammas,
         holdout=holdout if lam == "auto" else None, selection_rows=selection_rows if lam == "auto" else None,
         output_features=output_features, n_features_theta=n_features_theta, output_rank_tol=output_rank_tol,
         batch_size=batch_size, n_epochs=n_epochs, max_steps=max_steps, n_theta_samples=n_theta_samples,
@@ -1093,19 +1249,31 @@ def fit_rff(
                     f"tasks ({time.perf_counter() - tic:.1f} s)"
                 )
             theta = np.asarray(data.theta, dtype=np.float64)
-            phi_x, phi_theta, Phi_theta, C_theta = make_feature_maps(
-                data.d, theta, rs, kernel_x=kernel_x, kernel_theta=kernel_theta, n_features_x=n_features_x,
-                input_features=input_features, centres=centres, output_features=output_features,
-                n_features_theta=n_features_theta, output_rank_tol=output_rank_tol, dtype=dtype,
+            phi_x = make_input_features(
+                data.d, rs, kernel_x=kernel_x, n_features_x=n_features_x, input_features=input_features,
+                centres=centres, dtype=dtype,
             )  # fmt: skip
-            result = dict(
-                input_features=phi_x, output_features=phi_theta, theta=theta, random_state=rs, kernel_x=kernel_x
-            )
 
+            def output_map(kernel):
+                return make_output_map(
+                    kernel, theta, rs, output_features=output_features, n_features_theta=n_features_theta,
+                    output_rank_tol=output_rank_tol, dtype=dtype,
+                )  # fmt: skip
+
+            output = output_map(kernel_theta)
+            result = dict(input_features=phi_x, theta=theta, random_state=rs, kernel_x=kernel_x)
             # a fresh cache key per fit: the first block a process computes under it drops the previous fit's
-            maps = run.share(FitMaps(phi_x, Phi_theta, cache_key=uuid.uuid4().hex, cache_bytes=feature_cache))
+            fit_maps = FitMaps(phi_x, output.Phi_theta, cache_key=uuid.uuid4().hex, cache_bytes=feature_cache)
+            maps = run.share(fit_maps)
+
+            def output_at(gamma):
+                """The output side of k_Θ with another γ, and the fit's maps with its Φ_Θ shared with the session
+                (the same cache key: the workers' cached input features serve every output side)."""
+                out = output_map(replace(kernel_theta, gamma=float(gamma)))
+                return out, run.share(replace(fit_maps, Phi_theta=out.Phi_theta))
+
             out = _fit(
-                run, data, maps, Phi_theta, loss, lam, C_theta, P, settings, saved, checkpoint, info, progress, result
+                run, data, maps, output, loss, lam, P, settings, saved, checkpoint, info, progress, result, output_at
             )
             if feature_cache > 0:  # the workers drop this fit's features (memory for what comes next)
                 run.map(release_task, maps, label="release the feature cache")
@@ -1169,9 +1337,10 @@ class _Tracker:
         return SchedulerLostError(f"{exc}. The fit stopped {where}; {held}")
 
 
-def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint, info, progress, result):
+def _fit(run, data, maps, output, loss, lam, P, s, saved, checkpoint, info, progress, result, output_at):
     """The phases of :func:`fit_rff` inside an executor session (``s``: the settings; ``maps``: the FitMaps shared
-    with the session); returns an RFFResult."""
+    with the session, whose Φ_Θ is that of ``output``, the OutputMap of k_Θ; ``output_at(γ)``: the output side and
+    shared maps of k_Θ with another γ); returns an RFFResult."""
     from ..executor import SchedulerLostError
 
     dtype, m = s["dtype"], data.m
@@ -1192,22 +1361,26 @@ def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint
                 lam = float(saved.info["lam"])
                 if saved.info.get("loss_param") is not None:
                     loss = loss.with_param(saved.info["loss_param"])
+                gamma = saved.info.get("gamma_theta")
+                if gamma is not None and float(gamma) != float(output.kernel.gamma):
+                    output, maps = output_at(float(gamma))
             else:
                 rows_cap = s["selection_rows"]
                 chunks = None if rows_cap is None or data.n <= rows_cap else init_chunks(data, rows_cap)
                 sel = select_hyperparameters(
-                    run, maps, C_theta, loss, s["lams"], params=s["loss_params"], m=m, split=split, tol=s["tol"],
-                    max_passes=s["max_passes"], chunks=chunks, progress=progress,
+                    run, maps, output, loss, s["lams"], params=s["loss_params"], gammas=s["kernel_theta_params"],
+                    output_at=output_at, m=m, split=split, tol=s["tol"], max_passes=s["max_passes"], chunks=chunks,
+                    progress=progress,
                 )  # fmt: skip
-                lam, B0 = sel.lam, sel.coef
+                lam, B0, output, maps = sel.lam, sel.coef, sel.output, sel.maps
                 if sel.param is not None:
                     loss = loss.with_param(sel.param)
                 result["path"] = sel
                 if chunks is None:
-                    sums = sel.sums.train + sel.sums.held
+                    sums = (sel.sums.train + sel.sums.held).project(output.Phi_theta)
                 else:  # the sums of all rows, both sides of the split (the selection's cached features reused)
                     tic = time.perf_counter()
-                    sums = _sums(run, maps, split, "closed form sums (all rows)")
+                    sums = _sums(run, maps, output, split, "closed form sums (all rows)")
                     lam = float(f"{sel.lam * sel.n_train / sums.n:.6g}")
                     progress.message(
                         f"selection ran on {sel.n_train + sel.n_held} curves of {len(chunks)} of {data.n_chunks} "
@@ -1218,14 +1391,16 @@ def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint
                 progress.message(f"now fitting the selected model on all {sums.n} curves")
             info["lam"] = lam
             info["loss_param"] = None if loss.param_name is None else float(getattr(loss, loss.param_name))
-        result["lam"], result["loss"] = lam, loss
+            info["gamma_theta"] = float(output.kernel.gamma)
+        Phi_theta, C_theta = output.Phi_theta, output.C_theta
+        result.update(lam=lam, loss=loss, output_features=output.features, kernel_theta=output.kernel)
         if saved is not None:
             B0, start = saved.state, saved.round + 1
             progress.message(f"resuming from {str(checkpoint)!r} after {unit} {saved.round + 1}")
         elif loss.is_square and method in ("closed_form", "mm"):
             tic = time.perf_counter()
             if sums is None:
-                sums = _sums(run, maps, split, "closed form")
+                sums = _sums(run, maps, output, split, "closed form")
             B0 = closed_form_from_sums(sums, C_theta, lam, m)
             J0 = square_objective_from_sums(sums, B0, C_theta, lam, m)
             seconds = time.perf_counter() - tic
@@ -1275,7 +1450,7 @@ def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint
             )
         if sums is None and (method == "mm" or s["precondition_rank"] > 0):
             # resumed, or started from zero: the feature covariance for the metric or the preconditioner
-            sums = _sums(run, maps, split, "covariance", chunks=init_chunks(data, rows))
+            sums = _sums(run, maps, output, split, "covariance", chunks=init_chunks(data, rows))
         if method == "mm":
             return _mm_passes(
                 run, data, maps, Phi_theta, loss, lam, C_theta, P, s, B0, start, sums, tracker, result, split
@@ -1285,13 +1460,14 @@ def _fit(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, saved, checkpoint
         raise tracker.lost_scheduler(exc) from exc
 
 
-def _sums(run, maps, split, label: str, chunks=None) -> FeatureSums:
-    """Closed-form sums over the rows of ``chunks`` (default all), read side by side of ``split`` when given (the
-    cache keys and summation order of a fit with ``lam="auto"``, resumed or not)."""
+def _sums(run, maps, output, split, label: str, chunks=None) -> FeatureSums:
+    """Closed-form sums over the rows of ``chunks`` (default all) in the output factor of ``output`` (the maps'),
+    read side by side of ``split`` when given (the cache keys and summation order of a fit with ``lam="auto"``,
+    resumed or not: the raw outputs' sums of :func:`split_sums_task`, projected)."""
     if split is None:
         return run.reduce(sums_task, maps, chunks=chunks, label=label)
     both = run.reduce(split_sums_task, maps, split, chunks=chunks, label=label)
-    return both.train + both.held
+    return (both.train + both.held).project(output.Phi_theta)
 
 
 def _mm_passes(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, B0, start, sums, tracker, result, split=None):
@@ -1301,7 +1477,7 @@ def _mm_passes(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, B0, start, 
     progress, dtype = tracker.progress, s["dtype"]
     phi_x = result["input_features"]
     tic = time.perf_counter()
-    metric = SquareMetric(sums.xx / sums.n, C_theta, lam)
+    metric = SquareMetric.from_sums(sums, C_theta, lam)
     progress.message(
         f"MM metric: the square loss's Hessian from the feature covariance of {sums.n} curves (one eigendecomposition "
         f"of a {phi_x.n_features} x {phi_x.n_features} matrix on the driver, {time.perf_counter() - tic:.1f} s)"

@@ -1,14 +1,17 @@
-"""Automatic hyperparameters of the random-feature fit: λ (``lam="auto"``) and the loss's own κ or ε
-(``loss_params="auto"``), chosen on held-out rows, every candidate fitted where the data is.
+"""Automatic hyperparameters of the random-feature fit: λ (``lam="auto"``), the loss's own κ or ε
+(``loss_params="auto"``) and the output kernel's γ (``kernel_theta_params="auto"``), chosen on held-out rows, every
+candidate fitted where the data is.
 
 The route, inside :func:`rffor.solvers.rff.fit_rff`'s executor session (every pass a task per partition where the
 data is; the driver only combines small matrices):
 
 1. rows are split by :class:`rffor.chunked.RowSplit`: about one in ``holdout`` held out, spread over every chunk;
 2. one pass: the closed-form sums (:class:`~rffor.solvers.rff.FeatureSums`) of the training rows and of the
-   held-out rows (:func:`split_sums_task`);
+   held-out rows (:func:`split_sums_task`), of the raw outputs (``Φ_Xᵀ Y``, D_x × m), so that the sums of any
+   output feature map are one product on the driver (:meth:`~rffor.solvers.rff.FeatureSums.project`);
 3. one eigendecomposition of the training rows' feature covariance C_X (:class:`~rffor.solvers.mm.SquareMetric`)
-   gives the square-loss closed form of (P_rf) at any λ for one solve (MATH.md §5: ``C_X B C_Θ + λ B = M``);
+   gives the square-loss closed form of (P_rf) at any λ, and with any output kernel k_Θ, for one solve
+   (MATH.md §5: ``C_X B C_Θ + λ B = M``);
 4. the λ grid's closed forms are scored together in one pass over the held-out rows (each held-out curve's MSE
    under every model, :func:`~rffor.solvers.mm.curve_errors_task`), by their **median** for a robust loss (paper
    000 §5.1: a minority of outlying validation curves does not move it) or their mean for the square loss;
@@ -20,11 +23,16 @@ data is; the driver only combines small matrices):
    the walk keeps the one it reached first: the more regularised (larger λ) from the start value.
 6. robust losses: each candidate is fitted by accelerated majorize–minimize passes
    (:func:`~rffor.solvers.mm.mm_minimize`) warm-started at its neighbour's model, which costs a few passes where a
-   start from the closed form costs tens; the loss's κ or ε is walked the same way at the selected λ, then λ again
-   at the selected κ (coordinate search, until neither moves).
+   start from the closed form costs tens;
+7. the loss's κ or ε and the output kernel's γ_Θ are walked the same way at the selected λ, then λ again
+   (coordinate search, until no walk moves). A candidate with another γ_Θ has its own output factor (its Φ_Θ
+   shared with the tasks once per γ_Θ; the input features the workers cached are reused) and starts from its
+   neighbour's model re-expressed in that factor (:meth:`~rffor.solvers.rff.OutputMap.coef_from`). γ_Θ sets the
+   smoothness along Θ: the given k_Θ may be smoother than the curves (every model is then held above the error of
+   projecting the curves on its factor) or rougher than they need.
 
-:func:`fit_rff` then fits the selected (λ, κ) on all rows from the selected candidate's model: the square loss's
-closed form from the two sums (no further pass), other losses by MM passes.
+:func:`fit_rff` then fits the selected (λ, κ, γ_Θ) on all rows from the selected candidate's model: the square
+loss's closed form from the two sums (no further pass), other losses by MM passes.
 """
 
 from __future__ import annotations
@@ -56,9 +64,13 @@ DEFAULT_LAMS = tuple(10.0**-k for k in range(2, 13))
 #: every term of the normal equations
 LAM_BOUNDS = (1e-30, 1e2)
 
-#: step of the walk along a loss parameter when its grid has one value (half a decade: the held-out error of the
-#: Huber losses varies about like κ² on corrupted curves, so decades are too coarse)
+#: step of the walk along a loss parameter or k_Θ's γ when its grid has one value (half a decade: the held-out error
+#: of the Huber losses varies about like κ² on corrupted curves, so decades are too coarse; for γ_Θ it is a factor
+#: 1.78 of the output kernel's length scale)
 PARAM_RATIO = 10.0**0.5
+
+#: how far a walk of a loss parameter or of γ_Θ may go from its start (a factor either way): a hard bound
+PARAM_RANGE = 1e12
 
 
 @dataclass
@@ -86,7 +98,7 @@ def split_sums_task(part, p: int, chunk_ids, maps, split: RowSplit) -> SplitSums
     Returns
     -------
     SplitSums
-        Two :class:`~rffor.solvers.rff.FeatureSums`.
+        Two :class:`~rffor.solvers.rff.FeatureSums` of the raw outputs (``xy`` of shape (D_x, m)).
     """
     from .rff import feature_sums
 
@@ -94,7 +106,7 @@ def split_sums_task(part, p: int, chunk_ids, maps, split: RowSplit) -> SplitSums
     sides = []
     for held in (False, True):
         view = split.side(held).view(_Chunks(part, chunks))
-        sides.append(feature_sums(view, maps.input_features, maps.Phi_theta, [i for i, _, _ in chunks], maps=maps))
+        sides.append(feature_sums(view, maps.input_features, None, [i for i, _, _ in chunks], maps=maps))
     return SplitSums(*sides)
 
 
@@ -137,6 +149,8 @@ class Candidate:
     lam : float
     param : float or None
         The loss's κ or ε (None: the loss has none, or it was not searched).
+    gamma : float
+        γ of the candidate's output kernel k_Θ.
     score : float
         Held-out score (median or mean over held-out curves of their MSE; lower is better).
     objective : float
@@ -144,18 +158,37 @@ class Candidate:
     passes : int
         Gradient passes its fit took (0 for a closed form).
     coef : ndarray of shape (D_x, D_θ), float64
-        The model, fitted on the training rows.
+        The model, fitted on the training rows, in the output factor of its k_Θ.
     sums : GradSums or None
-        The gradient sums at ``coef`` (robust losses): a neighbour with the same loss starts from them.
+        The gradient sums at ``coef`` (robust losses): a neighbour with the same loss and k_Θ starts from them.
     """
 
     lam: float
     param: float | None
+    gamma: float
     score: float
     objective: float
     passes: int
     coef: np.ndarray = field(repr=False)
     sums: object = field(default=None, repr=False)
+
+    @property
+    def key(self) -> tuple:
+        return (self.lam, self.param, self.gamma)
+
+
+@dataclass
+class _Output:
+    """One output kernel of a search: its :class:`~rffor.solvers.rff.OutputMap`, the fit's maps with its Φ_Θ as
+    shared with the session, its square-loss metric (C_X's eigendecomposition shared) and its closed-form sums."""
+
+    out: object
+    maps: object
+    metric: SquareMetric
+    train: object  # FeatureSums of the training rows in this output factor
+
+    def closed_form(self, m: int, lam: float) -> np.ndarray:
+        return self.metric.closed_form(self.train, m, lam)
 
 
 @dataclass
@@ -182,6 +215,14 @@ class Selection:
     n_train, n_held : int
         Rows on each side.
     sums : SplitSums
+        Of the raw outputs (``xy`` of shape (D_x, m)): :meth:`~rffor.solvers.rff.FeatureSums.project` by
+        ``output.Phi_theta`` gives the selected model's.
+    output : OutputMap
+        The selected candidate's output side (its k_Θ).
+    maps : handle
+        The fit's maps with ``output.Phi_theta``, as shared with the session.
+    gamma_searched : bool
+        Whether k_Θ's γ was searched.
     """
 
     candidates: list[Candidate]
@@ -194,6 +235,9 @@ class Selection:
     n_train: int
     n_held: int
     sums: SplitSums = field(repr=False)
+    output: object = field(default=None, repr=False)
+    maps: object = field(default=None, repr=False)
+    gamma_searched: bool = False
 
     @property
     def lam(self) -> float:
@@ -202,6 +246,11 @@ class Selection:
     @property
     def param(self) -> float | None:
         return self.candidates[self.best].param
+
+    @property
+    def gamma(self) -> float:
+        """γ of the selected k_Θ."""
+        return self.candidates[self.best].gamma
 
     @property
     def coef(self) -> np.ndarray:
@@ -213,17 +262,20 @@ class Selection:
         return int(sum(c.passes for c in self.candidates))
 
     def to_dict(self) -> dict:
-        """JSON-ready summary (no coefficients): one entry per candidate in ``lams``, ``params``, ``scores``,
-        ``objectives``, ``candidate_passes``."""
+        """JSON-ready summary (no coefficients): one entry per candidate in ``lams``, ``params``, ``gammas_theta``,
+        ``scores``, ``objectives``, ``candidate_passes``."""
         return {
             "lams": [c.lam for c in self.candidates],
             "params": [c.param for c in self.candidates],
+            "gammas_theta": [c.gamma for c in self.candidates],
             "scores": [c.score for c in self.candidates],
             "objectives": [c.objective for c in self.candidates],
             "candidate_passes": [c.passes for c in self.candidates],
             "lam": self.lam,
             "param": self.param,
             "param_name": self.param_name,
+            "gamma_theta": self.gamma,
+            "gamma_theta_searched": bool(self.gamma_searched),
             "score": self.score_name,
             "passes": self.passes,
             "log": list(self.log),
@@ -264,14 +316,20 @@ class _Axis:
         return w if self.bounds[0] <= w <= self.bounds[1] else None
 
 
+def _param_axis(grid, start: float) -> _Axis:
+    return _Axis(grid, PARAM_RATIO, (start / PARAM_RANGE, start * PARAM_RANGE) if start > 0 else (0.0, np.inf))
+
+
 def select_hyperparameters(
     run,
     maps,
-    C_theta: np.ndarray,
+    output,
     loss: Loss,
     lams,
     *,
     params=None,
+    gammas=None,
+    output_at=None,
     m: int,
     split: RowSplit,
     tol: float,
@@ -281,14 +339,16 @@ def select_hyperparameters(
     chunks=None,
     progress=None,
 ) -> Selection:
-    """Choose λ (and the loss's κ or ε when ``params`` is given) on the held-out rows of ``split`` (module
-    docstring).
+    """Choose λ (and the loss's κ or ε when ``params`` is given, and k_Θ's γ when ``gammas`` is given) on the
+    held-out rows of ``split`` (module docstring).
 
     Parameters
     ----------
     run : executor session
     maps : handle of FitMaps (as shared with the session)
-    C_theta : ndarray of shape (D_θ,) or (D_θ, D_θ)
+        The fit's maps, whose Φ_Θ is ``output.Phi_theta``.
+    output : OutputMap
+        The fit's output side (k_Θ as given).
     loss : Loss
         The loss; with ``params``, its :attr:`~rffor.losses.Loss.param_name` is searched too, starting at the
         loss's own value.
@@ -296,6 +356,11 @@ def select_hyperparameters(
         The starting λ grid (scored in closed form; the walk continues past its ends).
     params : sequence of float, optional
         The loss parameter's grid (a single value: the walk steps by :data:`PARAM_RATIO`).
+    gammas : sequence of float, optional
+        The grid of k_Θ's γ, walked from ``output.kernel.gamma`` (a single value: by :data:`PARAM_RATIO`).
+    output_at : callable ``γ -> (OutputMap, maps handle)``
+        With ``gammas``: the output side of k_Θ with that γ and the fit's maps with its Φ_Θ, shared with the
+        session (called once per γ tried).
     m : int
         Grid size of the outputs.
     split : RowSplit
@@ -304,7 +369,7 @@ def select_hyperparameters(
     plateau : float, default 0.01
         A step of a walk is taken only if it lowers the held-out score by at least this fraction.
     max_rounds : int, default 3
-        Coordinate-search rounds (λ then the loss parameter) at most.
+        Coordinate-search rounds (a walk of every searched hyperparameter) after the first λ walk, at most.
     chunks : sequence of int, optional
         Select on these chunks' rows only (both sides of the split); default all.
     progress : rffor.progress.Progress, optional
@@ -314,6 +379,8 @@ def select_hyperparameters(
     Selection
     """
     say = progress.message if progress is not None else (lambda _: None)
+    if gammas is not None and output_at is None:
+        raise ValueError("gammas needs output_at (the output side of k_Θ at a given γ)")
     tic = time.perf_counter()
     sums = run.reduce(
         split_sums_task, maps, split, chunks=chunks, label="closed form sums (training and held-out rows)"
@@ -324,8 +391,7 @@ def select_hyperparameters(
             f"lam='auto' needs training and held-out rows; the split of {tr.n + sums.held.n} rows gave "
             f"{tr.n} and {sums.held.n}"
         )
-    metric = SquareMetric(tr.xx / tr.n, C_theta, float(np.max(lams)))
-    M = tr.xy / (tr.n * m)
+    metric = SquareMetric.from_sums(tr, output.C_theta, float(np.max(lams)))
     robust = not loss.is_square
     score_name = "median" if robust else "mean"
     say(
@@ -336,40 +402,59 @@ def select_hyperparameters(
     train, held = split.side(False), split.side(True)
     param_name = loss.param_name if params is not None else None
     p0 = None if param_name is None else float(getattr(loss, param_name))
-    search = _Search(run, maps, metric, M, tr, C_theta, m, loss, param_name, train, held, score_name, tol,
-                     max_passes, say)  # fmt: skip
+    g0 = float(output.kernel.gamma)
+    search = _Search(run, metric, tr, m, loss, param_name, train, held, score_name, tol, max_passes, say)
     search.plateau, search.chunks = float(plateau), chunks
+    search.add_output(g0, output, maps)
+    search.output_at = output_at
 
-    # every λ of the starting grid in closed form, scored in one pass over the held-out rows
+    # every λ of the starting grid in closed form (the given k_Θ), scored in one pass over the held-out rows
+    base = search.outputs[g0]
     grid = sorted({float(v) for v in lams}, reverse=True)
-    closed = np.stack([metric.solve(M, 1.0, lam) for lam in grid])
-    scores = search.score(closed)
+    closed = np.stack([base.closed_form(m, lam) for lam in grid])
+    scores = search.score(closed, base)
     say("selection: square-loss closed forms, held-out " + score_name + " curve MSE "
         + ", ".join(f"{lam:.0e}: {s:.4g}" for lam, s in zip(grid, scores, strict=True)))  # fmt: skip
     if not robust:
         for lam, B, s in zip(grid, closed, scores, strict=True):
-            search.add(lam, None, s, B, 0)
+            search.add((lam, None, g0), s, B, 0)
     lam = grid[int(np.argmin(scores))]
-    lam_axis = _Axis(grid, 10.0, LAM_BOUNDS)
     if robust:  # the robust fit at the start λ, from its closed form
-        search.evaluate(lam, p0, warm=closed[grid.index(lam)])
-    lam = search.walk("λ", lam_axis, lam, lambda v: (v, p0))
+        search.evaluate((lam, p0, g0), warm=closed[grid.index(lam)])
+
+    # coordinate search: λ, then every other searched hyperparameter and λ again, until no walk moves
+    cur = {"lam": lam, "param": p0, "gamma": g0}
+    axes = {"lam": ("λ", _Axis(grid, 10.0, LAM_BOUNDS))}
     if param_name is not None:
-        param_axis = _Axis(params, PARAM_RATIO, (1e-12 * p0, 1e12 * p0) if p0 > 0 else (0.0, np.inf))
-        param = p0
-        for _ in range(max_rounds):
-            new = search.walk(param_name, param_axis, param, lambda v, lam=lam: (lam, v))
-            if new == param:
-                break
-            param = new
-            new_lam = search.walk("λ", lam_axis, lam, lambda v, param=param: (v, param))
-            if new_lam == lam:
-                break
-            lam = new_lam
-    best = search.index[(lam, p0 if param_name is None else param)]
+        axes["param"] = (param_name, _param_axis(params, p0))
+    if gammas is not None:
+        axes["gamma"] = ("γ_Θ", _param_axis(gammas, g0))
+
+    def along(name):
+        def point(v):
+            pt = {**cur, name: float(v)}
+            return (pt["lam"], pt["param"], pt["gamma"])
+
+        return point
+
+    cur["lam"] = search.walk(*axes["lam"], cur["lam"], along("lam"))
+    cycle = [k for k in axes if k != "lam"] + ["lam"]
+    unmoved, walks = 1, 0
+    while unmoved < len(cycle) and walks < max_rounds * len(cycle):
+        name = cycle[walks % len(cycle)]
+        new = search.walk(*axes[name], cur[name], along(name))
+        unmoved = unmoved + 1 if new == cur[name] else 1
+        cur[name] = new
+        walks += 1
+    best = search.index[(cur["lam"], cur["param"], cur["gamma"])]
     c = search.candidates[best]
+    chosen = search.outputs[c.gamma]
+    for g, o in search.outputs.items():  # the other output sides' maps are no longer needed on the cluster
+        if g != c.gamma and o.maps is not maps:
+            run.release(o.maps)
     say(
         f"selection: λ = {c.lam:.0e}" + (f", {param_name} = {c.param:.3g}" if param_name else "")
+        + (f", k_Θ = {chosen.out.kernel!r}" if gammas is not None else "")
         + f" (held-out {score_name} curve MSE {c.score:.4g}); {len(search.candidates)} candidates, "
         f"{sum(x.passes for x in search.candidates)} gradient passes ({time.perf_counter() - tic:.1f} s)"
     )  # fmt: skip
@@ -384,16 +469,19 @@ def select_hyperparameters(
         n_train=int(tr.n),
         n_held=int(sums.held.n),
         sums=sums,
+        output=chosen.out,
+        maps=chosen.maps,
+        gamma_searched=gammas is not None,
     )
 
 
 class _Search:
-    """The candidates of one selection: fitted on the training rows, scored on the held-out rows, memoised."""
+    """The candidates of one selection: fitted on the training rows, scored on the held-out rows, memoised by
+    ``(λ, param, γ_Θ)``."""
 
-    def __init__(self, run, maps, metric, M, tr, C_theta, m, loss, param_name, train, held, score_name, tol,
-                 max_passes, say):  # fmt: skip
-        self.run, self.maps, self.metric, self.M, self.tr = run, maps, metric, M, tr
-        self.C_theta, self.m, self.loss, self.param_name = C_theta, m, loss, param_name
+    def __init__(self, run, metric, tr, m, loss, param_name, train, held, score_name, tol, max_passes, say):
+        self.run, self.metric, self.tr, self.m = run, metric, tr, m
+        self.loss, self.param_name = loss, param_name
         self.train, self.held, self.score_name = train, held, score_name
         self.tol, self.max_passes, self.say = tol, max_passes, say
         self.plateau, self.chunks = 0.01, None
@@ -401,59 +489,88 @@ class _Search:
         self.candidates: list[Candidate] = []
         self.index: dict[tuple, int] = {}
         self.log: list[str] = []
+        self.outputs: dict[float, _Output] = {}
+        self.output_at = None
 
-    def score(self, Bs: np.ndarray) -> np.ndarray:
-        """Held-out scores of K models (one pass over the held-out rows)."""
+    def add_output(self, gamma: float, out, maps) -> _Output:
+        o = _Output(out, maps, self.metric.with_output(out.C_theta), self.tr.project(out.Phi_theta))
+        self.outputs[float(gamma)] = o
+        return o
+
+    def output(self, gamma: float) -> _Output:
+        """The output side of k_Θ with this γ (built and shared with the session on first use)."""
+        if gamma not in self.outputs:
+            tic = time.perf_counter()
+            out, maps = self.output_at(gamma)
+            self.add_output(gamma, out, maps)
+            self.say(
+                f"selection: k_Θ = {out.kernel!r}: output factor of rank {out.n_features} on the grid, shared with "
+                f"the partition tasks ({time.perf_counter() - tic:.1f} s)"
+            )
+        return self.outputs[gamma]
+
+    def score(self, Bs: np.ndarray, o: _Output) -> np.ndarray:
+        """Held-out scores of K models of one output side (one pass over the held-out rows)."""
         handle = self.run.share(np.ascontiguousarray(Bs))
         try:
             errors = self.run.map(
-                _held_errors_task, self.held, self.maps, handle, chunks=self.chunks, label="held-out errors"
+                _held_errors_task, self.held, o.maps, handle, chunks=self.chunks, label="held-out errors"
             )
         finally:
             self.run.release(handle)
         E = np.concatenate([e for e in errors if e is not None], axis=1)  # (K, held rows)
         return np.median(E, axis=1) if self.score_name == "median" else np.mean(E, axis=1)
 
-    def add(self, lam, param, score, B, passes, objective=None, sums=None) -> int:
+    def add(self, key, score, B, passes, objective=None, sums=None) -> int:
         from .rff import square_objective_from_sums
 
+        lam, param, gamma = key
+        o = self.outputs[gamma]
         if objective is None:
-            objective = square_objective_from_sums(self.tr, B, self.C_theta, lam, self.m)
-        self.candidates.append(Candidate(float(lam), param, float(score), float(objective), int(passes), B, sums))
-        self.index[(float(lam), param)] = len(self.candidates) - 1
-        return self.index[(float(lam), param)]
+            objective = square_objective_from_sums(o.train, B, o.out.C_theta, lam, self.m)
+        c = Candidate(float(lam), param, float(gamma), float(score), float(objective), int(passes), B, sums)
+        self.candidates.append(c)
+        self.index[c.key] = len(self.candidates) - 1
+        return self.index[c.key]
 
-    def evaluate(self, lam: float, param: float | None, warm) -> float:
-        """The held-out score of (λ, param), fitting it from ``warm`` (a coefficient matrix, or a Candidate: then
-        its gradient sums are reused when its loss is this one) unless already done."""
-        key = (float(lam), param)
+    def evaluate(self, key, warm) -> float:
+        """The held-out score of ``key = (λ, param, γ_Θ)``, fitting it from ``warm`` (a coefficient matrix in
+        the key's output factor, or a Candidate: its model is re-expressed in that factor, and its gradient sums
+        reused when its loss and k_Θ are the key's) unless already done."""
         if key in self.index:
             return self.candidates[self.index[key]].score
-        B, J, passes, sums = self.metric.solve(self.M, 1.0, lam), None, 0, None
+        lam, param, gamma = key
+        o = self.output(gamma)
+        B, J, passes, sums = o.closed_form(self.m, lam), None, 0, None
+        tic = time.perf_counter()
         if not self.loss.is_square:
-            tic = time.perf_counter()
             loss = self.loss if self.param_name is None else self.loss.with_param(param)
-            start = warm.coef if isinstance(warm, Candidate) else warm
-            sums0 = warm.sums if isinstance(warm, Candidate) and warm.param == param else None
+            if isinstance(warm, Candidate):
+                start = o.out.coef_from(self.outputs[warm.gamma].out, warm.coef)
+                sums0 = warm.sums if (warm.param, warm.gamma) == (param, gamma) else None
+            else:
+                start, sums0 = warm, None
             B, J, passes, sums = mm_minimize(
-                self.metric, lam, start, self._gradient_pass(loss), self.tol, self.max_passes, sums0
+                o.metric, lam, start, self._gradient_pass(loss, o), self.tol, self.max_passes, sums0
             )
-        s = float(self.score(B[None])[0])
-        self.add(lam, param, s, B, passes, J, sums)
+        s = float(self.score(B[None], o)[0])
+        self.add(key, s, B, passes, J, sums)
         if passes:
             what = f"λ = {lam:.0e}" + (f", {self.param_name} = {param:.3g}" if self.param_name else "")
+            if len(self.outputs) > 1:
+                what += f", γ_Θ = {gamma:.3g}"
             self.say(
                 f"selection: {what}: {passes} MM passes on {self.tr.n} training curves from its neighbour's model, "
                 f"held-out {self.score_name} curve MSE {s:.4g} ({time.perf_counter() - tic:.1f} s)"
             )
         return s
 
-    def _gradient_pass(self, loss):
+    def _gradient_pass(self, loss, o: _Output):
         def gradient_pass(B):
             handle = self.run.share(np.ascontiguousarray(B))
             try:
                 return self.run.reduce(
-                    _train_grad_task, self.train, self.maps, handle, loss, chunks=self.chunks, label="selection pass"
+                    _train_grad_task, self.train, o.maps, handle, loss, chunks=self.chunks, label="selection pass"
                 )
             finally:
                 self.run.release(handle)
@@ -461,13 +578,13 @@ class _Search:
         return gradient_pass
 
     def walk(self, name: str, axis: _Axis, start: float, point) -> float:
-        """Walk along one hyperparameter from ``start`` (``point(v)`` is the candidate ``(λ, param)`` at value v)
-        and return the value reached: a step to the next grid value is taken when it lowers the score by at least
-        ``plateau``; if the first step down does not, the walk goes up. It ends with both grid neighbours of its
-        value evaluated and neither better by ``plateau`` (or a bound).
+        """Walk along one hyperparameter from ``start`` (``point(v)`` is the candidate ``(λ, param, γ_Θ)`` at value
+        v) and return the value reached: a step to the next grid value is taken when it lowers the score by at
+        least ``plateau``; if the first step down does not, the walk goes up. It ends with both grid neighbours of
+        its value evaluated and neither better by ``plateau`` (or a bound).
         """
         best = start
-        best_score = self.evaluate(*point(start), warm=self._nearest(point(start)))
+        best_score = self.evaluate(point(start), warm=self._nearest(point(start)))
         trail = []
         for direction in (-1, +1):
             v = start
@@ -476,7 +593,7 @@ class _Search:
                 if w is None:
                     trail.append(f"{'down' if direction < 0 else 'up'}: a bound")
                     break
-                s = self.evaluate(*point(w), warm=self.candidates[self.index[point(v)]])
+                s = self.evaluate(point(w), warm=self.candidates[self.index[point(v)]])
                 trail.append(f"{w:.3g}: {s:.4g}")
                 if s > best_score * (1 - self.plateau):
                     break
@@ -489,13 +606,13 @@ class _Search:
         return best
 
     def _nearest(self, key) -> Candidate:
-        """A warm start for ``key``: the evaluated candidate closest to it in log-λ (then log-param)."""
+        """A warm start for ``key``: the evaluated candidate closest to it in log-λ, log-param and log-γ_Θ."""
         if key in self.index:
             return self.candidates[self.index[key]]
-        lam, param = key
+        lam, param, gamma = key
 
         def distance(c):
-            d = abs(np.log(c.lam / lam))
+            d = abs(np.log(c.lam / lam)) + abs(np.log(c.gamma / gamma))
             if param is not None and c.param is not None:
                 d += abs(np.log(c.param / param))
             return d
