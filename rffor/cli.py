@@ -457,7 +457,10 @@ def cmd_fit(args) -> int:
     unit = "iterations" if solver != "rff" else ("passes" if est.rff_method_ in ("mm", "closed_form") else "steps")
     details = [f"{est.n_iter_} {unit}"]
     if args.lam == "auto":
-        details.append(f"λ = {est.lam_:.3g} and {describe_loss(est.loss_)} chosen on held-out curves")
+        chosen = f"λ = {est.lam_:.3g}, {describe_loss(est.loss_)}"
+        if args.kernel_theta_params:
+            chosen += f", k_Θ = {est.kernel_theta_!r}"
+        details.append(f"{chosen} chosen on held-out curves")
     if getattr(est, "duality_gap_", None) is not None and solver != "rff":
         details.append(f"relative duality gap {est.duality_gap_:.1e}")
     _say(
@@ -721,8 +724,9 @@ def cmd_demo(args) -> int:
 
     common = dict(kernel_x=Gaussian(gamma=0.01), kernel_theta=Gaussian(gamma=100.0), random_state=seed)
     if use_rff:
-        # λ chosen on held-out curves (lam="auto"); Nyström features: the accurate choice on curve data
-        common.update(solver="rff", lam="auto", input_features="nystrom", n_features_x=cfg["n_features_x"])
+        # λ and the output kernel's γ chosen on held-out curves; Nyström features: the accurate choice on curve data
+        common.update(solver="rff", lam="auto", kernel_theta_params="auto", input_features="nystrom",
+                      n_features_x=cfg["n_features_x"])  # fmt: skip
     else:
         common.update(solver="admm", lam=cfg["lam"])
     losses = {"square": Square(), "huber2": Huber(kappa=cfg["kappa"], p=2)}
@@ -760,14 +764,15 @@ def cmd_demo(args) -> int:
                     how = f"the exact ADMM solver (λ = {cfg['lam']:g})"
                 elif loss.is_square:
                     how = (
-                        f"Nyström features (M = {cfg['n_features_x']}): λ chosen on 1 curve in 10 held out, closed "
-                        "forms from one map-reduce of feature sums over the chunks on the workers"
+                        f"Nyström features (M = {cfg['n_features_x']}): λ and the output kernel's γ chosen on 1 curve "
+                        "in 10 held out, closed forms from one map-reduce of feature sums over the chunks on the "
+                        "workers"
                     )
                 else:
                     how = (
-                        f"Nyström features (M = {cfg['n_features_x']}): λ and κ (from {cfg['kappa']:g}) chosen on 1 "
-                        "curve in 10 held out, every candidate and the final model fitted by majorize-minimize passes, "
-                        "each pass's gradient map-reduced on the workers"
+                        f"Nyström features (M = {cfg['n_features_x']}): λ, κ (from {cfg['kappa']:g}) and the output "
+                        "kernel's γ chosen on 1 curve in 10 held out, every candidate and the final model fitted by "
+                        "majorize-minimize passes, each pass's gradient map-reduced on the workers"
                     )
                 stage(f"training the {label} model with {how}")
                 extra = {"client": conn.client} if conn is not None else {}
@@ -806,8 +811,8 @@ def cmd_demo(args) -> int:
     print()
     print(f"Test error on clean curves: {n} training curves with {outlier_label(args.outliers)}, "
           f"{'random-feature' if use_rff else 'exact ADMM'} solver")  # fmt: skip
-    print(_format_table(["model", "κ", "test MSE", "NMSE", "R2", "λ", "passes", "objective start → end", "fit (s)"],
-                        rows))  # fmt: skip
+    print(_format_table(["model", "κ", "test MSE", "NMSE", "R2", "λ", "γ_Θ", "passes", "objective start → end",
+                         "fit (s)"], rows))  # fmt: skip
     print()
     for label, est in fitted.items():
         path = est.save(os.path.join(out, label.split(" ")[0] + ".rffor"))
@@ -827,18 +832,19 @@ def cmd_demo(args) -> int:
 
 
 def _demo_fit_columns(est) -> list[str]:
-    """λ, passes over the data and the objective J of (P_rf) at the start and end of the final fit (the random-
-    feature solver; the selection's passes, on 90% of the curves, come first)."""
+    """λ, γ of k_Θ, passes over the data and the objective J of (P_rf) at the start and end of the final fit (the
+    random-feature solver; the selection's passes, on 90% of the curves, come first)."""
     lam = getattr(est, "lam_", est.lam)
+    gamma = f"{est.kernel_theta_.gamma:.3g}"
     history = getattr(est, "rff_history_", None)
     if not history:
-        return [f"{lam:.0e}", f"{est.n_iter_} iterations", "—"]
+        return [f"{lam:.0e}", gamma, f"{est.n_iter_} iterations", "—"]
     path = getattr(est, "lam_path_", None) or {}
     if est.rff_method_ == "closed_form":
         passes = "1 (sums)"
     else:  # the selection's MM passes on 90% of the curves, then the refit's on all of them
         passes = f"{path.get('passes', 0)} + {est.n_iter_}" if path else f"{est.n_iter_}"
-    return [f"{lam:.0e}", passes, f"{history[0]['objective']:.4g} → {history[-1]['objective']:.4g}"]
+    return [f"{lam:.0e}", gamma, passes, f"{history[0]['objective']:.4g} → {history[-1]['objective']:.4g}"]
 
 
 def _demo_plots(out: str, syn, Y_train, idx, preds, fitted, args) -> list[str]:

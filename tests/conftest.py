@@ -46,6 +46,23 @@ def single_blas_thread():
         yield
 
 
+def die_after_checkpoint(round_: int, monkeypatch, then=None) -> None:
+    """Make the next fits stop right after writing the checkpoint of ``round_`` (as a killed driver would), after
+    calling ``then()`` when given; ``monkeypatch.undo()`` restores the checkpoint writer."""
+    import rffor.checkpoint as ckpt
+
+    save = ckpt.save
+
+    def save_then_die(path, state, r, history, info):
+        save(path, state, r, history, info)
+        if r == round_:
+            if then is not None:
+                then()
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(ckpt, "save", save_then_die)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)

@@ -410,6 +410,9 @@ def test_demo_quick(tmp_path):
     nmse = {row[0]: float(row[3]) for row in rows}  # columns: model, κ, test MSE, NMSE, ...
     kappa = next(float(row[1]) for row in rows if row[0] == "huber2")  # chosen on held-out curves from 0.15
     assert load(out / "huber2.rffor").loss_.kappa == pytest.approx(kappa, rel=1e-2)
+    for row in rows:  # γ of k_Θ, chosen on held-out curves from 100 (column 7)
+        if row[0] in ("square", "huber2"):
+            assert load(out / f"{row[0]}.rffor").kernel_theta_.gamma == pytest.approx(float(row[6]), rel=1e-2)
     huber = next(v for k, v in nmse.items() if k.startswith("huber2"))
     assert huber < 0.3 * nmse["square"], nmse
     assert huber < 10 * nmse["square, no outliers"], nmse
@@ -448,6 +451,8 @@ def test_fit_chooses_lambda_and_kappa_on_held_out_curves(workdir, tmp_path):
         "auto",
         "--loss-params",
         "auto",
+        "--kernel-theta-params",
+        "auto",
         "--input-features",
         "nystrom",
         "--features-x",
@@ -461,12 +466,18 @@ def test_fit_chooses_lambda_and_kappa_on_held_out_curves(workdir, tmp_path):
     assert proc.returncode == 0, proc.stderr
     model = load(out)
     ds = data_mod.open(workdir / "train.zarr")
-    ref = FunctionalRegressor(Huber(0.1, 2), solver="rff", lam="auto", loss_params="auto", input_features="nystrom",
-                              n_features_x=40, random_state=3).fit(ds)  # fmt: skip
-    assert model.lam_ == ref.lam_ and model.loss_ == ref.loss_
+    ref = FunctionalRegressor(Huber(0.1, 2), solver="rff", lam="auto", loss_params="auto",
+                              kernel_theta_params="auto", input_features="nystrom", n_features_x=40,
+                              random_state=3).fit(ds)  # fmt: skip
+    assert model.lam_ == ref.lam_ and model.loss_ == ref.loss_ and model.kernel_theta_ == ref.kernel_theta_
+    assert len(set(ref.lam_path_["gammas_theta"])) > 1  # γ_Θ was walked
     np.testing.assert_array_equal(model.coef_, ref.coef_)
-    assert f"λ = {ref.lam_:.3g}" in proc.stdout + proc.stderr
+    np.testing.assert_array_equal(model.predict(ds.read()[0]), ref.predict(ds.read()[0]))
+    said = proc.stdout + proc.stderr
+    assert f"λ = {ref.lam_:.3g}" in said and f"k_Θ = {ref.kernel_theta_!r}" in said
     info = run("info", out)
-    assert info.returncode == 0 and f"λ = {ref.lam_:g}" in info.stdout
+    assert info.returncode == 0 and f"λ = {ref.lam_:g}" in info.stdout and f"{ref.kernel_theta_!r}" in info.stdout
     bad = run("fit", workdir / "train.zarr", "--loss", "huber2", "--kappa", "0.1", "--loss-params", "auto")
     assert bad.returncode == 2 and "--lam auto" in bad.stderr
+    bad = run("fit", workdir / "train.zarr", "--kernel-theta-params", "auto")
+    assert bad.returncode == 2 and "--kernel-theta-params auto needs --lam auto" in bad.stderr

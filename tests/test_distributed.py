@@ -20,6 +20,7 @@ import time
 import _cluster as tc  # tests/ is on sys.path (rootdir conftest)
 import numpy as np
 import pytest
+from conftest import die_after_checkpoint  # tests/ is on sys.path (rootdir conftest)
 from threadpoolctl import threadpool_limits
 
 import rffor.checkpoint as ckpt
@@ -438,17 +439,7 @@ def test_unreachable_scheduler_fails_fast_with_clear_error(store):
 
 
 def _die_after(round_: int, monkeypatch, then=None):
-    """Make the fit stop right after writing the checkpoint of ``round_`` (as a killed driver would)."""
-    save = ckpt.save
-
-    def save_then_die(path, state, r, history, info):
-        save(path, state, r, history, info)
-        if r == round_:
-            if then is not None:
-                then()
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(ckpt, "save", save_then_die)
+    die_after_checkpoint(round_, monkeypatch, then)
 
 
 @pytest.mark.timeout(120)

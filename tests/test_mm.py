@@ -10,9 +10,9 @@ import math
 
 import numpy as np
 import pytest
+from conftest import die_after_checkpoint  # tests/ is on sys.path (rootdir conftest)
 from test_dsgd import KT, KX, LAM, lbfgs_optimum  # tests/ is on sys.path (rootdir conftest)
 
-import rffor.checkpoint as ckpt
 from rffor import FunctionalRegressor
 from rffor.chunked import ArrayData
 from rffor.datasets import add_outliers, make_synthetic
@@ -119,14 +119,7 @@ def test_mm_checkpoint_resume_is_bit_identical(corrupted, tmp_path, monkeypatch)
     d, data = corrupted
     kw = dict(KW, loss=Huber(0.05, 1), n_partitions=2, tol=1e-10)
     full = fit_rff(data, **kw)
-    save = ckpt.save
-
-    def save_then_die(path, state, r, history, info):
-        save(path, state, r, history, info)
-        if r == 2:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(ckpt, "save", save_then_die)
+    die_after_checkpoint(2, monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         fit_rff(data, **kw, checkpoint=tmp_path / "mm.ckpt")
     monkeypatch.undo()

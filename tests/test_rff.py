@@ -7,6 +7,7 @@ import pickle
 import numpy as np
 import pytest
 from _oracles import masked_square_optimum
+from conftest import die_after_checkpoint  # tests/ is on sys.path (rootdir conftest)
 
 import rffor._linalg
 import rffor.data
@@ -431,14 +432,7 @@ def test_resume_from_checkpoint_gives_the_same_model(synth, tmp_path, monkeypatc
     kw = dict(KW, loss=EpsilonInsensitive(0.05, 2), batch_size=32, n_epochs=4, n_partitions=2, rff_method="sgd")
     full = fit_rff(data, **kw)
     path = tmp_path / "fit.ckpt"
-    save = ckpt.save
-
-    def save_then_die(p, state, r, history, info):
-        save(p, state, r, history, info)
-        if r == 1:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(ckpt, "save", save_then_die)
+    die_after_checkpoint(1, monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         fit_rff(data, **kw, checkpoint=path)
     monkeypatch.undo()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import die_after_checkpoint  # tests/ is on sys.path (rootdir conftest)
 from test_dsgd import KT, KX  # tests/ is on sys.path (rootdir conftest)
 
 from rffor.chunked import ArrayData, RowSplit, as_data
@@ -154,15 +155,19 @@ def test_estimator_lam_auto_saves_its_choice(corrupted, tmp_path):
 
     d, data = corrupted
     est = FunctionalRegressor(Huber(0.1, 2), kernel_x=KX, kernel_theta=KT, lam="auto", loss_params="auto",
-                              solver="rff", n_features_x=100, random_state=0, dtype="float64",
-                              input_features="rff")  # fmt: skip
+                              kernel_theta_params=[10.0, 30.0, 100.0], solver="rff", n_features_x=100,
+                              random_state=0, dtype="float64", input_features="rff")  # fmt: skip
     est.fit(d.X_train, data.Y, theta=d.theta)
-    ref = fit_rff((d.X_train, data.Y, d.theta), loss=Huber(0.1, 2), lam="auto", loss_params="auto", **KW)
+    ref = fit_rff((d.X_train, data.Y, d.theta), loss=Huber(0.1, 2), lam="auto", loss_params="auto",
+                  kernel_theta_params=[10.0, 30.0, 100.0], **KW)  # fmt: skip
     assert est.lam_ == ref.lam and est.lam_path_["lams"] == [c.lam for c in ref.path.candidates]
     assert est.loss_ == ref.loss and est.loss_.kappa == ref.path.param
+    assert est.kernel_theta_ == ref.kernel_theta == Gaussian(ref.path.gamma)
+    assert est.lam_path_["gammas_theta"] == [c.gamma for c in ref.path.candidates]
     np.testing.assert_array_equal(est.coef_, ref.coef)
     back = load(est.save(tmp_path / "m.rffor"))
     assert back.lam_ == est.lam_ and back.lam_path_ == est.lam_path_ and back.loss_ == est.loss_
+    assert back.kernel_theta_ == est.kernel_theta_ and back.kernel_theta == est.kernel_theta
     np.testing.assert_array_equal(back.predict(d.X_test), est.predict(d.X_test))
     with pytest.raises(ValueError, match="FunctionalRegressorCV"):
         FunctionalRegressor(lam="auto", solver="admm").fit(d.X_train[:50], d.Y_train[:50])
@@ -211,11 +216,20 @@ def test_selection_on_a_subsample_of_chunks_scales_lambda_for_all_rows(corrupted
     """``selection_rows`` below n: the selection reads only whole chunks spread over the data (its held-out and
     training rows there), and the fit on all rows uses λ scaled by the ratio of rows (λ·n constant); that final
     model is the optimum of (P_rf) on all rows at the scaled λ and the selected κ."""
+    from test_rff import _ShippingExecutor
+
     d, data = corrupted
     kw = dict(KW, tol=1e-10, max_passes=300)
-    res = fit_rff(data, loss=Huber(0.3, 2), lam="auto", loss_params="auto", selection_rows=500, **kw)
+    ex = _ShippingExecutor()
+    res = fit_rff(data, loss=Huber(0.3, 2), lam="auto", loss_params="auto", selection_rows=500, executor=ex, **kw)
     path = res.path
     assert path.n_train + path.n_held == 600  # 2 of the 5 chunks of 300 rows
+    # the MM passes on all rows use the selection rows' covariance as their metric: no pass of sums over all rows
+    assert "closed form sums (all rows)" not in ex.labels and ex.labels.count("closed form sums (training and "
+                                                                             "held-out rows)") == 1  # fmt: skip
+    sq = _ShippingExecutor()
+    fit_rff(data, loss=Square(), lam="auto", selection_rows=500, executor=sq, **KW)
+    assert sq.labels.count("closed form sums (all rows)") == 1  # the square loss's closed form on all rows
     assert res.lam == pytest.approx(path.lam * path.n_train / 1500, rel=1e-5)
     assert res.loss == Huber(path.param, 2)
     full = fit_rff(data, loss=res.loss, lam=res.lam, **kw)
@@ -279,7 +293,7 @@ def test_output_kernel_selection_equals_separate_closed_forms(clean):
     assert err < 0.5 * np.mean(curve_mse(d.Y_test, fixed.predict(d.X_test)))
 
 
-def test_robust_output_kernel_selection_matches_separate_fits(corrupted, tmp_path):
+def test_robust_output_kernel_selection_matches_separate_fits(corrupted, tmp_path, monkeypatch):
     """H_κ^2 with λ and γ_Θ searched: a candidate with another k_Θ starts from its neighbour's model re-expressed in
     its own output factor and reaches the objective of its own MM fit on the training rows; its held-out median is
     the direct evaluation's; the final fit on all rows is the MM optimum with the selected k_Θ. With a checkpoint
@@ -311,19 +325,10 @@ def test_robust_output_kernel_selection_matches_separate_fits(corrupted, tmp_pat
     # resume: the checkpoint records the selection (λ, γ_Θ); the resumed refit uses that kernel
     args = dict(loss=Huber(0.3, 2), lam="auto", lams=[1e-2, 1e-3, 1e-4], kernel_theta_params="auto", **kw)
     path_ = tmp_path / "fit.ckpt"
-    save = ckpt.save
-
-    def save_then_die(p, state, r, history, info):
-        save(p, state, r, history, info)
-        if r == 0:
-            raise KeyboardInterrupt
-
-    ckpt.save = save_then_die
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            fit_rff(data, **args, checkpoint=path_)
-    finally:
-        ckpt.save = save
+    die_after_checkpoint(0, monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        fit_rff(data, **args, checkpoint=path_)
+    monkeypatch.undo()
     assert ckpt.load(path_).info["gamma_theta"] == path.gamma
     resumed = fit_rff(data, **args, checkpoint=path_, resume=True)
     assert resumed.kernel_theta == res.kernel_theta and resumed.lam == res.lam

@@ -1019,7 +1019,10 @@ def fit_rff(
         data, about this many (:func:`init_chunks`; their training and held-out rows), and the selected λ is scaled
         by the ratio of those rows to all rows for the fit on all rows (the ridge penalty of a finite-dimensional
         model is worth the same against ``n`` times the average loss: λ·n constant). Each selection pass then
-        costs the same whatever n; the fit on all rows starts from the selected model. None: select on all rows.
+        costs the same whatever n; the fit on all rows starts from the selected model. A robust loss's MM passes on
+        all rows then use the feature covariance of the selection's rows as their metric (no pass of sums over all
+        rows; :class:`~rffor.solvers.mm.MMRun` doubles the metric where such a sample fails to bound J), the square
+        loss a closed form from one more pass of sums over all rows. None: select on all rows.
     n_features_x : int, default 1000
         D_x (even) for random features; the number of centres M for Nyström (D_x = M:
         :class:`~rffor.features.NystromFeatures` keeps every direction of the centres' span).
@@ -1354,9 +1357,16 @@ def _fit(run, data, maps, output, loss, lam, P, s, saved, checkpoint, info, prog
     history: list[dict] = [] if saved is None else list(saved.history)
     tracker = _Tracker(checkpoint, info, progress, history, unit)
     rows = s["init_max_rows"] or (data.n if method in ("mm", "closed_form") else 50_000)
+    metric_chunks = init_chunks(data, rows)  # the rows of the MM metric or preconditioner when computed apart
     try:
         sums, B0, start = None, None, 0
         if lam == "auto":
+            rows_cap = s["selection_rows"]
+            chunks = None if rows_cap is None or data.n <= rows_cap else init_chunks(data, rows_cap)
+            if chunks is not None and not loss.is_square:
+                # the MM metric of the fit on all rows: the covariance of the selection's rows, a sample spread
+                # over the data (MMRun doubles the metric where it fails to bound J), as resumed fits compute it
+                metric_chunks = chunks
             if saved is not None:
                 lam = float(saved.info["lam"])
                 if saved.info.get("loss_param") is not None:
@@ -1365,8 +1375,6 @@ def _fit(run, data, maps, output, loss, lam, P, s, saved, checkpoint, info, prog
                 if gamma is not None and float(gamma) != float(output.kernel.gamma):
                     output, maps = output_at(float(gamma))
             else:
-                rows_cap = s["selection_rows"]
-                chunks = None if rows_cap is None or data.n <= rows_cap else init_chunks(data, rows_cap)
                 sel = select_hyperparameters(
                     run, maps, output, loss, s["lams"], params=s["loss_params"], gammas=s["kernel_theta_params"],
                     output_at=output_at, m=m, split=split, tol=s["tol"], max_passes=s["max_passes"], chunks=chunks,
@@ -1376,19 +1384,24 @@ def _fit(run, data, maps, output, loss, lam, P, s, saved, checkpoint, info, prog
                 if sel.param is not None:
                     loss = loss.with_param(sel.param)
                 result["path"] = sel
-                if chunks is None:
+                if chunks is None or not loss.is_square:  # the selection's rows: all of them, or the MM metric's
                     sums = (sel.sums.train + sel.sums.held).project(output.Phi_theta)
-                else:  # the sums of all rows, both sides of the split (the selection's cached features reused)
+                else:  # the closed form on all rows, both sides of the split (the selection's cached features reused)
                     tic = time.perf_counter()
                     sums = _sums(run, maps, output, split, "closed form sums (all rows)")
-                    lam = float(f"{sel.lam * sel.n_train / sums.n:.6g}")
                     progress.message(
-                        f"selection ran on {sel.n_train + sel.n_held} curves of {len(chunks)} of {data.n_chunks} "
-                        f"chunks; λ = {sel.lam:.0e} scaled by {sel.n_train} / {sums.n} curves to λ = {lam:.3g} for "
-                        f"all of them (λ·n constant); feature sums of all curves computed by the partition tasks "
+                        f"feature sums of all {sums.n} curves computed by the partition tasks "
                         f"({time.perf_counter() - tic:.1f} s)"
                     )
-                progress.message(f"now fitting the selected model on all {sums.n} curves")
+                if chunks is not None:
+                    lam = float(f"{sel.lam * sel.n_train / data.n:.6g}")
+                    progress.message(
+                        f"selection ran on {sel.n_train + sel.n_held} curves of {len(chunks)} of {data.n_chunks} "
+                        f"chunks; λ = {sel.lam:.0e} scaled by {sel.n_train} / {data.n} curves to λ = {lam:.3g} for "
+                        "all of them (λ·n constant)"
+                        + ("" if loss.is_square else "; the MM metric is their feature covariance")
+                    )
+                progress.message(f"now fitting the selected model on all {data.n} curves")
             info["lam"] = lam
             info["loss_param"] = None if loss.param_name is None else float(getattr(loss, loss.param_name))
             info["gamma_theta"] = float(output.kernel.gamma)
@@ -1450,7 +1463,7 @@ def _fit(run, data, maps, output, loss, lam, P, s, saved, checkpoint, info, prog
             )
         if sums is None and (method == "mm" or s["precondition_rank"] > 0):
             # resumed, or started from zero: the feature covariance for the metric or the preconditioner
-            sums = _sums(run, maps, output, split, "covariance", chunks=init_chunks(data, rows))
+            sums = _sums(run, maps, output, split, "covariance", chunks=metric_chunks)
         if method == "mm":
             return _mm_passes(
                 run, data, maps, Phi_theta, loss, lam, C_theta, P, s, B0, start, sums, tracker, result, split
