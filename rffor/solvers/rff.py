@@ -4,17 +4,23 @@
 an ordinary driver loop; every pass over the training data is a task per partition run by an executor
 (:mod:`rffor.executor`: in process, or on Dask where the data is), and the driver only combines small matrices:
 
-1. feature maps, built once (φ_X: random Fourier features regenerated from their seed wherever used; φ_Θ: the
-   exact factor of K_Θ or random output features) and shared once with the tasks;
-2. square loss: the one-pass closed form, its sums (:class:`FeatureSums`: ``Φ_Xᵀ Φ_X`` and ``Φ_Xᵀ Y Φ_Θ``) reduced
-   over all rows by the executor and ``C_X B C_Θ + λ B = M`` solved on the driver; other losses: the same closed
-   form over a sample of rows spread over the data (:func:`init_chunks`), refined by reweighted closed forms for
-   losses that offer IRLS weights (:meth:`rffor.losses.Loss.irls_weights`), each one more reduce;
-3. the preconditioner of the DSGD steps from the covariance of the same rows (no further pass);
-4. rounds of local DSGD with periodic averaging (MATH.md §5): one task per partition runs K steps from the
-   current state (:func:`rffor.solvers.dsgd.partition_steps`, seeded by ``(random_state, round, partition)``),
-   the driver averages the partitions' states in partition order, writes a checkpoint (:mod:`rffor.checkpoint`)
-   and reports progress (:mod:`rffor.progress`).
+1. feature maps, built once (φ_X: random Fourier features regenerated from their seed wherever used, or Nyström
+   features of centres read from the data; φ_Θ: the exact factor of K_Θ or random output features) and shared once
+   with the tasks;
+2. with ``lam="auto"``, the candidates of :mod:`rffor.solvers.selection` (closed forms, then MM passes for a robust
+   loss), each pass a task per partition;
+3. square loss: the one-pass closed form: every partition reduces the triangular (TSQR) factor of
+   ``[Φ_X | Y Φ_Θ]`` over its rows (:class:`FeatureSums`), the driver merges them and solves
+   ``C_X B C_Θ + λ B = M`` from the factor's singular value decomposition;
+4. other losses (``rff_method="mm"``, the default): majorize–minimize passes from that closed form (or from the
+   selected candidate), each a map-reduce of the gradient (:mod:`rffor.solvers.mm`);
+5. ``rff_method="sgd"``: the closed form over a sample of rows spread over the data (:func:`init_chunks`), refined
+   by reweighted closed forms for losses that offer IRLS weights (:meth:`rffor.losses.Loss.irls_weights`), the
+   preconditioner from the covariance of the same rows, then rounds of local DSGD with periodic averaging
+   (MATH.md §5): one task per partition runs K steps from the current state
+   (:func:`rffor.solvers.dsgd.partition_steps`, seeded by ``(random_state, round, partition)``), the driver
+   averages the partitions' states in partition order, writes a checkpoint (:mod:`rffor.checkpoint`) and reports
+   progress (:mod:`rffor.progress`).
 
 Because partitions and seeds, not workers, define the computation and results are combined in partition order, the
 serial executor and a Dask cluster give the same bits for the same P, as do a round rerun after a lost worker and

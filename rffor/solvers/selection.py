@@ -27,7 +27,8 @@ data is; the driver only combines small matrices):
 7. the loss's κ or ε and the output kernel's γ_Θ are walked the same way at the selected λ, then λ again
    (coordinate search, until no walk moves). A candidate with another γ_Θ has its own output factor (its Φ_Θ
    shared with the tasks once per γ_Θ; the input features the workers cached are reused) and starts from its
-   neighbour's model re-expressed in that factor (:meth:`~rffor.solvers.rff.OutputMap.coef_from`). γ_Θ sets the
+   neighbour's model re-expressed in that factor (:meth:`~rffor.solvers.rff.OutputMap.coef_from`); its walk tries
+   the larger γ_Θ first, whose factor keeps what the smaller one's holds, so that step costs a few passes. γ_Θ sets the
    smoothness along Θ: the given k_Θ may be smoother than the curves (every model is then held above the error of
    projecting the curves on its factor) or rougher than they need.
 
@@ -424,11 +425,14 @@ def select_hyperparameters(
 
     # coordinate search: λ, then every other searched hyperparameter and λ again, until no walk moves
     cur = {"lam": lam, "param": p0, "gamma": g0}
-    axes = {"lam": ("λ", _Axis(grid, 10.0, LAM_BOUNDS))}
+    # (label, axis, direction of the first step): λ and κ/ε try the smaller value first; γ_Θ the larger one, whose
+    # output factor spans about what the smaller one's does, so the neighbour's model carries over and the step
+    # costs a few passes (a smaller γ_Θ drops directions of the model: tens of passes to re-converge)
+    axes = {"lam": ("λ", _Axis(grid, 10.0, LAM_BOUNDS), -1)}
     if param_name is not None:
-        axes["param"] = (param_name, _param_axis(params, p0))
+        axes["param"] = (param_name, _param_axis(params, p0), -1)
     if gammas is not None:
-        axes["gamma"] = ("γ_Θ", _param_axis(gammas, g0))
+        axes["gamma"] = ("γ_Θ", _param_axis(gammas, g0), +1)
 
     def along(name):
         def point(v):
@@ -577,16 +581,17 @@ class _Search:
 
         return gradient_pass
 
-    def walk(self, name: str, axis: _Axis, start: float, point) -> float:
+    def walk(self, name: str, axis: _Axis, first: int, start: float, point) -> float:
         """Walk along one hyperparameter from ``start`` (``point(v)`` is the candidate ``(λ, param, γ_Θ)`` at value
         v) and return the value reached: a step to the next grid value is taken when it lowers the score by at
-        least ``plateau``; if the first step down does not, the walk goes up. It ends with both grid neighbours of
-        its value evaluated and neither better by ``plateau`` (or a bound).
+        least ``plateau``; if the first step in direction ``first`` (-1: down, +1: up) does not, the walk goes the
+        other way. It ends with both grid neighbours of its value evaluated and neither better by ``plateau`` (or a
+        bound).
         """
         best = start
         best_score = self.evaluate(point(start), warm=self._nearest(point(start)))
         trail = []
-        for direction in (-1, +1):
+        for direction in (first, -first):
             v = start
             while True:
                 w = axis.step(v, direction)
