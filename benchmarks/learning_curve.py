@@ -22,12 +22,15 @@ winning end, and refits the winner on all rows.
   that the comparison is of the fits, not of two random draws of centres).
 
 Writes the ``learning_curve`` block of benchmarks/README.md, benchmarks/figures/learning_curve.png and
-benchmarks/results/learning_curve.json (records saved as they come: a run stopped midway keeps what it measured).
+benchmarks/results/learning_curve.json (``learning_curve_NAME.json`` with ``--name NAME``; records are saved as they
+come to learning_curve_partial.json, so a run stopped midway keeps what it measured). ``--report-only FILE ...``
+rebuilds the block and figure from one or more results files (runs of different sizes, merged unchanged).
 
 Usage::
 
     python benchmarks/learning_curve.py --threads 2
     python benchmarks/learning_curve.py --threads 2 --store-n 10000000 --store-dir /data
+    python benchmarks/learning_curve.py --report-only benchmarks/results/learning_curve_{a,b}.json
     python benchmarks/learning_curve.py --quick
 """
 
