@@ -579,6 +579,13 @@ def report(records, args, info, fig, argv=None) -> str:
             markdown_table(
                 ["n", "exact (ADMM)", "rffor large scale", "Nystroem + ridge", "Nystroem+ridge / rffor"], rows
             ),  # fmt: skip
+            *[
+                f"\nThe {r['n']:,} curves of the Zarr row were written to the store (float32, chunks of {BLOCK:,} "
+                f"curves) by Dask in {r['write_seconds']:.0f} s before the fit, not counted in its time; the fit "
+                "read them from disk on the workers."
+                for r in records
+                if r.get("zarr") and "write_seconds" in r
+            ],
             "",
             "What the passes on the workers bring (rffor large scale; every pass runs there): the selection's curves "
             "(whole chunks, up to 200,000 curves, 90% of them for training), the held-out median curve MSE of the "
