@@ -332,7 +332,8 @@ def exact(X, Y, X_test, Y_test, args, n):
 
 
 # ----------------------------------------------------------------------------------------------------------- plot
-def plot(records, path: Path) -> None:
+def plot(records, path: Path, n_centres: int = 1000) -> None:
+    """Test NMSE and time against n: lines at M = ``n_centres``, single markers for runs with another M."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -348,10 +349,15 @@ def plot(records, path: Path) -> None:
     }
     for key, (label, color, style) in styles.items():
         rs = sorted((r for r in records if (r["method"], r["data"]) == key), key=lambda r: r["n"])
-        if rs:
-            ns = [r["n"] for r in rs]
-            axes[0].loglog(ns, [r["nmse"] for r in rs], style, color=color, label=label)
-            axes[1].loglog(ns, [r["seconds"] for r in rs], style, color=color, label=label)
+        main = [r for r in rs if centres_of(r, 1000) in (None, n_centres)]
+        others = sorted({centres_of(r, 1000) for r in rs} - {None, n_centres})
+        for ax, y in ((axes[0], "nmse"), (axes[1], "seconds")):
+            if main:
+                ax.loglog([r["n"] for r in main], [r[y] for r in main], style, color=color, label=label)
+            for M in others:  # single runs with another budget: hollow markers
+                sub = [r for r in rs if centres_of(r, 1000) == M]
+                ax.loglog([r["n"] for r in sub], [r[y] for r in sub], style[0], color=color, mfc="none", ms=9,
+                          label=f"{label}, M = {M}")  # fmt: skip
     axes[0].set(xlabel="training curves n", ylabel="test NMSE (clean test curves)", title="Error against n")
     axes[1].set(xlabel="training curves n", ylabel="fit time incl. selection (s)", title="Time against n")
     for ax in axes:
@@ -395,7 +401,7 @@ def main(argv=None) -> int:
         runs = [json.loads(p.read_text()) for p in args.report_only]
         records = [r for run in runs for r in run["records"]]
         fig = figure_path("learning_curve", False)
-        plot(records, fig)
+        plot(records, fig, args.n_centres)
         text = report(records, args, runs[0]["info"], fig, runs[0].get("argv"))
         text += "\n\n" + _runs_note(runs)
         if not args.no_readme:
@@ -415,6 +421,8 @@ def main(argv=None) -> int:
     partial = "learning_curve_quick" if args.quick else "learning_curve_partial"
 
     def keep(rec):  # every record saved as it comes: a long run stopped midway keeps what it measured
+        if rec["method"] != "exact":
+            rec.setdefault("n_centres", args.n_centres)
         records.append(rec)
         save_json(partial, dict(info=info, records=records))
 
@@ -472,7 +480,7 @@ def main(argv=None) -> int:
                 shutil.rmtree(store_dir, ignore_errors=True)
     wall = time.perf_counter() - t0
     fig = figure_path("learning_curve", args.quick)
-    plot(records, fig)
+    plot(records, fig, args.n_centres)
     save_json(
         "learning_curve_quick" if args.quick else "learning_curve" + (f"_{args.name}" if args.name else ""),
         dict(info=info, args={k: str(v) for k, v in vars(args).items()}, argv=sys.argv, records=records,
@@ -499,7 +507,14 @@ def _runs_note(runs) -> str:
     return "\n".join(lines)
 
 
+def centres_of(rec, default: int) -> int | None:
+    """M of a record (None for the exact solver); records before it was saved used the default 1000."""
+    return None if rec["method"] == "exact" else rec.get("n_centres", default)
+
+
 def report(records, args, info, fig, argv=None) -> str:
+    more = [r for r in records if centres_of(r, 1000) not in (None, args.n_centres)]
+    records = [r for r in records if r not in more]
     get = {(r["method"], r["data"], r["n"]): r for r in records}
     rows, learn = [], []
     for n in sorted({r["n"] for r in records if r["data"] == "corrupted"}):
@@ -638,11 +653,37 @@ def report(records, args, info, fig, argv=None) -> str:
             + ": k_Θ = Gaussian(100) is smoother than these curves (their roughest GP component has length scale "
             "0.05, i.e. γ = 200), which is why the selection raises γ_Θ.",
             "",
+            *more_centres(more, get, args.n_centres),
             "Selections at a bound or grid edge after extension: " + (", ".join(edges) if edges else "none") + ".",
             "",
             f"![learning curve](figures/{Path(fig).name})",
         ]
     )
+
+
+def more_centres(more, get, M0: int) -> list[str]:
+    """The runs with another M (``--n-centres``) beside the same n at M0: is the feature budget the limit?"""
+    rows = []
+    for n, data, M in sorted({(r["n"], r["data"], r["n_centres"]) for r in more}):
+        for method in ("rffor", "nystroem_ridge"):
+            r, r0 = next((r for r in more if (r["method"], r["data"], r["n"], r["n_centres"]) == (method, data, n, M)),
+                         None), get.get((method, data, n))  # fmt: skip
+            if r is not None:
+                rows.append([f"{n:,}", data, method, f"{fmt(r0['nmse'])} ({fmt(r0['seconds'])} s)" if r0 else "—",
+                             f"{fmt(r['nmse'])} ({fmt(r['seconds'])} s)" + (f"; κ {r['kappa']:.3g}, λ {r['lam']:.0e}"
+                             if "kappa" in r else "") + (f", γ_Θ {r['gamma_theta']:.3g}" if "gamma_theta" in r
+                             else "") + (f"; α {r['alpha']:.0e}" if "alpha" in r else ""),
+                             fmt(r["nmse"] / r0["nmse"], 3) if r0 else "—"])  # fmt: skip
+    if not rows:
+        return []
+    Ms = sorted({r["n_centres"] for r in more})
+    return [
+        f"The same fits with M = {', '.join(map(str, Ms))} centres instead of {M0} (test NMSE (time with "
+        "selection); same rows, same test curves, every hyperparameter selected again):",
+        "",
+        markdown_table(["n", "data", "method", f"M = {M0}", "M = " + "/".join(map(str, Ms)), "ratio"], rows),
+        "",
+    ]
 
 
 if __name__ == "__main__":
