@@ -411,12 +411,17 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.solver_ = self._resolve_solver(X.shape[0], False)
         self.kernel_x_, self.kernel_theta_ = self._kernels(X if self.solver_ != "rff" else None, theta)
         if self.solver_ != "rff" and not isinstance(self.lam, str):
-            for name in ("loss_params", "kernel_theta_params"):
-                if getattr(self, name) is not None:
-                    raise ValueError(
-                        f"{name}={getattr(self, name)!r} is chosen with lam='auto' on the random-feature path "
-                        f"(solver='rff'); for solver={self.solver_!r} use rffor.model_selection.FunctionalRegressorCV"
-                    )
+            if self.loss_params is not None:
+                raise ValueError(
+                    f"loss_params={self.loss_params!r} is chosen with lam='auto' on the random-feature path "
+                    f"(solver='rff'); for solver={self.solver_!r} use rffor.model_selection.FunctionalRegressorCV"
+                )
+            if self.kernel_theta_params is not None:
+                raise ValueError(
+                    f"kernel_theta_params={self.kernel_theta_params!r}: the output kernel's γ is chosen only on the "
+                    f"random-feature path (solver='rff', lam='auto'); for solver={self.solver_!r} set kernel_theta "
+                    "(FunctionalRegressorCV searches λ and κ/ε, not k_Θ)"
+                )
         if isinstance(self.lam, str) and self.solver_ != "rff":
             raise ValueError(
                 f"lam='auto' selects λ on the random-feature path (solver='rff'); solver={self.solver_!r} needs a "

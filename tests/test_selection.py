@@ -346,5 +346,5 @@ def test_output_kernel_params_are_validated(corrupted):
     from rffor import FunctionalRegressor
 
     d, _ = corrupted
-    with pytest.raises(ValueError, match="kernel_theta_params.*FunctionalRegressorCV"):
+    with pytest.raises(ValueError, match="kernel_theta_params.*only on the random-feature path"):
         FunctionalRegressor(lam=1e-3, kernel_theta_params="auto", solver="admm").fit(d.X_train[:50], d.Y_train[:50])

@@ -10,7 +10,8 @@ an ordinary driver loop; every pass over the training data is a task per partiti
 2. with ``lam="auto"``, the candidates of :mod:`rffor.solvers.selection` (closed forms, then MM passes for a robust
    loss), each pass a task per partition;
 3. square loss: the one-pass closed form: every partition reduces the triangular (TSQR) factor of
-   ``[Φ_X | Y Φ_Θ]`` over its rows (:class:`FeatureSums`), the driver merges them and solves
+   ``[Φ_X | Y Φ_Θ]`` over its rows (:class:`FeatureSums`; with ``lam="auto"`` of ``[Φ_X | Y]``, projected on the
+   selected output factor on the driver), the driver merges them and solves
    ``C_X B C_Θ + λ B = M`` from the factor's singular value decomposition;
 4. other losses (``rff_method="mm"``, the default): majorize–minimize passes from that closed form (or from the
    selected candidate), each a map-reduce of the gradient (:mod:`rffor.solvers.mm`);
@@ -1369,9 +1370,10 @@ def _fit(run, data, maps, output, loss, lam, P, s, saved, checkpoint, info, prog
         if lam == "auto":
             rows_cap = s["selection_rows"]
             chunks = None if rows_cap is None or data.n <= rows_cap else init_chunks(data, rows_cap)
-            if chunks is not None and not loss.is_square:
-                # the MM metric of the fit on all rows: the covariance of the selection's rows, a sample spread
-                # over the data (MMRun doubles the metric where it fails to bound J), as resumed fits compute it
+            if not loss.is_square:
+                # the MM metric of the fit on all rows: the covariance of the selection's rows (all rows, or a
+                # sample spread over the data: MMRun doubles the metric where it fails to bound J), which is what
+                # the uninterrupted fit uses and so what a resumed fit must compute too
                 metric_chunks = chunks
             if saved is not None:
                 lam = float(saved.info["lam"])
@@ -1498,8 +1500,8 @@ def _mm_passes(run, data, maps, Phi_theta, loss, lam, C_theta, P, s, B0, start, 
     tic = time.perf_counter()
     metric = SquareMetric.from_sums(sums, C_theta, lam)
     progress.message(
-        f"MM metric: the square loss's Hessian from the feature covariance of {sums.n} curves (one eigendecomposition "
-        f"of a {phi_x.n_features} x {phi_x.n_features} matrix on the driver, {time.perf_counter() - tic:.1f} s)"
+        f"MM metric: the square loss's Hessian from the feature covariance of {sums.n} curves (one SVD of their "
+        f"{phi_x.n_features} x {phi_x.n_features} triangular factor on the driver, {time.perf_counter() - tic:.1f} s)"
     )
     if B0 is None:
         B = np.zeros((phi_x.n_features, Phi_theta.shape[1]))

@@ -9,9 +9,10 @@ data is; the driver only combines small matrices):
 2. one pass: the closed-form sums (:class:`~rffor.solvers.rff.FeatureSums`) of the training rows and of the
    held-out rows (:func:`split_sums_task`), of the raw outputs (``Φ_Xᵀ Y``, D_x × m), so that the sums of any
    output feature map are one product on the driver (:meth:`~rffor.solvers.rff.FeatureSums.project`);
-3. one eigendecomposition of the training rows' feature covariance C_X (:class:`~rffor.solvers.mm.SquareMetric`)
-   gives the square-loss closed form of (P_rf) at any λ, and with any output kernel k_Θ, for one solve
-   (MATH.md §5: ``C_X B C_Θ + λ B = M``);
+3. the training rows' sums are a TSQR factor ``[R | Z]`` of ``[Φ_X | Y]``; one SVD of R (the eigenbasis of the
+   feature covariance C_X = RᵀR/n, :meth:`~rffor.solvers.mm.SquareMetric.from_sums`) gives the square-loss
+   closed form of (P_rf) at any λ, and with any output kernel k_Θ, for one solve (MATH.md §5:
+   ``C_X B C_Θ + λ B = M``);
 4. the λ grid's closed forms are scored together in one pass over the held-out rows (each held-out curve's MSE
    under every model, :func:`~rffor.solvers.mm.curve_errors_task`), by their **median** for a robust loss (paper
    000 §5.1: a minority of outlying validation curves does not move it) or their mean for the square loss;
@@ -33,7 +34,8 @@ data is; the driver only combines small matrices):
    projecting the curves on its factor) or rougher than they need.
 
 :func:`fit_rff` then fits the selected (λ, κ, γ_Θ) on all rows from the selected candidate's model: the square
-loss's closed form from the two sums (no further pass), other losses by MM passes.
+loss's closed form from the two factors merged (no further pass; one more pass of sums over all rows when the
+selection read a subsample of chunks), other losses by MM passes.
 """
 
 from __future__ import annotations
@@ -66,8 +68,8 @@ DEFAULT_LAMS = tuple(10.0**-k for k in range(2, 13))
 LAM_BOUNDS = (1e-30, 1e2)
 
 #: step of the walk along a loss parameter or k_Θ's γ when its grid has one value (half a decade: the held-out error
-#: of the Huber losses varies about like κ² on corrupted curves, so decades are too coarse; for γ_Θ it is a factor
-#: 1.78 of the output kernel's length scale)
+#: of the Huber losses varies about like κ² on corrupted curves, so decades are too coarse; for a Gaussian k_Θ it is a
+#: factor 1.78 of its length scale, √10 for a Laplacian one)
 PARAM_RATIO = 10.0**0.5
 
 #: how far a walk of a loss parameter or of γ_Θ may go from its start (a factor either way): a hard bound
@@ -313,7 +315,8 @@ class _Axis:
             else:
                 above = [x for x in g if x > v * (1 + 1e-9)]
                 w = above[0] if above else v * hi
-        w = float(f"{w:.12g}")  # exact decades past the ends (1e-13, not 9.999999999999999e-14)
+        if w not in g:  # grid values stay as given: they key candidates already fitted
+            w = float(f"{w:.12g}")  # exact decades past the ends (1e-13, not 9.999999999999999e-14)
         return w if self.bounds[0] <= w <= self.bounds[1] else None
 
 
@@ -397,8 +400,8 @@ def select_hyperparameters(
     score_name = "median" if robust else "mean"
     say(
         f"selection: sums of {tr.n} training and {sums.held.n} held-out curves computed by the partition tasks, "
-        f"one eigendecomposition of C_X on the driver ({time.perf_counter() - tic:.1f} s); held-out score: the "
-        f"{score_name} over held-out curves of their MSE"
+        f"one SVD of the training rows' R factor on the driver ({time.perf_counter() - tic:.1f} s); held-out score: "
+        f"the {score_name} over held-out curves of their MSE"
     )
     train, held = split.side(False), split.side(True)
     param_name = loss.param_name if params is not None else None
