@@ -348,3 +348,16 @@ def test_output_kernel_params_are_validated(corrupted):
     d, _ = corrupted
     with pytest.raises(ValueError, match="kernel_theta_params.*only on the random-feature path"):
         FunctionalRegressor(lam=1e-3, kernel_theta_params="auto", solver="admm").fit(d.X_train[:50], d.Y_train[:50])
+
+
+def test_axis_steps_back_onto_an_unrounded_grid_value():
+    """A start value with more than 12 significant digits (the estimator's γ_Θ = 100/span²): a step away and back
+    returns that exact float, so the candidate it keys is found, not fitted again under a rounded twin."""
+    from rffor.solvers.selection import _param_axis
+
+    for g0 in (100 / 0.7**2, 1 / 3, 2**0.5 * 1e-7, 100.0):
+        axis = _param_axis([g0], g0)
+        for direction in (-1, +1):
+            w = axis.step(g0, direction)
+            assert w != g0 and axis.step(w, -direction) == g0
+            assert axis.step(axis.step(w, direction), -direction) == w  # past the end: rounded values repeat

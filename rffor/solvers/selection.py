@@ -298,25 +298,29 @@ class _Axis:
         self.ratio, self.bounds = float(ratio), bounds
 
     def step(self, v: float, direction: int) -> float | None:
-        """The neighbour of v below (direction -1) or above (+1): the next grid value inside the grid's range, a
-        multiple of the end ratio outside it; None past a bound."""
+        """The neighbour of v below (direction -1) or above (+1): the next grid value inside the grid's range, the
+        end value times the k-th power of the end ratio outside it; None past a bound.
+
+        Values past the ends are a function of k alone (rounded to 12 digits: 1e-13, not 9.999999999999999e-14),
+        and grid values are returned as given, so that a step away and back returns the same float: the key of a
+        candidate already fitted."""
         g = self.grid
         lo = g[1] / g[0] if len(g) > 1 else self.ratio
         hi = g[-1] / g[-2] if len(g) > 1 else self.ratio
-        if direction < 0:
-            if v > g[-1] * (1 + 1e-9):
-                w = max(v / hi, g[-1])
-            else:
-                below = [x for x in g if x < v * (1 - 1e-9)]
-                w = below[-1] if below else v / lo
+        if g[0] <= 0 or v <= 0:  # a zero parameter has no neighbours by ratio
+            return None
+        above_top = float(np.log(v / g[-1]) / np.log(hi))  # > 0: steps of hi past the top end
+        below_bottom = float(np.log(g[0] / v) / np.log(lo))  # > 0: steps of lo past the bottom end
+        if above_top > 1e-9 or (above_top > -1e-9 and direction > 0):
+            k = round(above_top) + direction
+            w = float(f"{g[-1] * hi**k:.12g}") if k > 0 else g[-1]
+        elif below_bottom > 1e-9 or (below_bottom > -1e-9 and direction < 0):
+            k = round(below_bottom) - direction
+            w = float(f"{g[0] / lo**k:.12g}") if k > 0 else g[0]
+        elif direction < 0:
+            w = [x for x in g if x < v * (1 - 1e-9)][-1]
         else:
-            if v < g[0] * (1 - 1e-9):
-                w = min(v * lo, g[0])
-            else:
-                above = [x for x in g if x > v * (1 + 1e-9)]
-                w = above[0] if above else v * hi
-        if w not in g:  # grid values stay as given: they key candidates already fitted
-            w = float(f"{w:.12g}")  # exact decades past the ends (1e-13, not 9.999999999999999e-14)
+            w = next(x for x in g if x > v * (1 + 1e-9))
         return w if self.bounds[0] <= w <= self.bounds[1] else None
 
 
