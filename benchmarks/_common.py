@@ -11,7 +11,9 @@ Nothing here is part of the ``rffor`` package.
 - :func:`cv_select_widening` is the same cross-validation over named axes (:class:`Axis`) whose grids widen past
   an edge where the selection lands, for every method alike, and says for each axis whether the selected value
   is interior, at a natural limit, or at an edge past which the score is flat (:data:`RULES`: the selection rules
-  of the studies). :func:`format_grid` and :func:`edge_counts` print the grids and the edge statuses.
+  of the studies). :func:`select_widening` is that rule for any scoring of the candidates (e.g. a warm-started λ
+  path, or a score that is not one of the rules). :func:`format_grid` and :func:`edge_counts` print the grids and
+  the edge statuses.
 - :func:`write_section` replaces the block between ``<!-- evidence:KEY -->`` and ``<!-- /evidence:KEY -->`` in
   ``benchmarks/README.md`` (appending it under "## Evidence" the first time), so reruns replace their own tables
   and leave the rest of the file alone.
@@ -54,6 +56,7 @@ __all__ = [
     "Selection",
     "add_common_args",
     "cv_select_widening",
+    "select_widening",
     "edge_counts",
     "format_grid",
     "widening_text",
@@ -387,16 +390,13 @@ def cv_select_widening(
 ) -> Selection:
     """K-fold cross-validation over the product of ``axes`` that widens an axis past any edge a selection lands on.
 
-    Each rule of :data:`RULES` selects the candidate of lowest aggregated score (the first in sorted order on
-    ties). While a rule's selection sits at the low or high end of an axis, that axis gets one more value past that
-    end (:meth:`Axis.widen`, combined with every value of the other axes), scored on the same folds, and the
-    selection is made again. A side stops widening
-
-    - at the axis' natural limit (status "low limit" / "high limit"), or
-    - when one widening improved the rule's best score by less than ``flat`` (relative): the score is flat past
-      that edge (status "flat low" / "flat high"; the selection may then be the new end value);
-
-    otherwise the run fails loudly: RuntimeError after ``max_widen`` widenings of one side.
+    Each rule of :data:`RULES` scores every candidate on the same shuffled folds (``fit_predict`` once per candidate
+    and fold, every rule from the same fits) and the grids widen by :func:`select_widening`'s edge rule: while a
+    rule's selection sits at the low or high end of an axis, that axis gets one more value past that end
+    (:meth:`Axis.widen`, combined with every value of the other axes); a side stops widening at the axis' natural
+    limit (status "low limit" / "high limit") or when one widening improved the rule's best score by less than
+    ``flat`` (relative; status "flat low" / "flat high"); otherwise the run fails loudly (RuntimeError after
+    ``max_widen`` widenings of one side).
 
     Parameters
     ----------
@@ -419,6 +419,43 @@ def cv_select_widening(
     """
     folds = list(KFold(n_splits=n_splits, shuffle=True, random_state=random_state).split(X))
     scorers = {r: RULES[r][0] for r in rules}
+
+    def evaluate(candidates: list[dict]) -> list[dict]:
+        return [_fold_scores(fit_predict, params, X, Y, folds, scorers) for params in candidates]
+
+    return select_widening(evaluate, axes, reduce={r: RULES[r][1] for r in rules}, max_widen=max_widen, flat=flat)
+
+
+def select_widening(
+    evaluate: Callable[[list[dict]], list[dict]],
+    axes: dict[str, Axis],
+    *,
+    reduce: dict[str, Callable[[np.ndarray], float]],
+    max_widen: int = 6,
+    flat: float = 0.01,
+) -> Selection:
+    """The edge rule of every study, for any way of scoring candidates: select on the product of ``axes``, widen an
+    axis past any edge a selection lands on.
+
+    ``evaluate(candidates)`` receives the candidates not scored yet (parameter dicts, a whole grid or a widening's new
+    values at once, so that a caller can share work between them, e.g. a warm-started λ path) and returns, for each,
+    ``{rule: fold scores}`` (lower is better); ``reduce[rule]`` turns a candidate's fold scores into its score (a
+    fold that failed should score +inf). Each rule selects the candidate of lowest score (the first in sorted order
+    on ties). While a rule's selection sits at the low or high end of an axis, that axis gets one more value past
+    that end (:meth:`Axis.widen`, combined with every value of the other axes), and the selection is made again. A
+    side stops widening
+
+    - at the axis' natural limit (status "low limit" / "high limit"), or
+    - when one widening improved the rule's best score by less than ``flat`` (relative): the score is flat past
+      that edge (status "flat low" / "flat high"; the selection may then be the new end value);
+
+    otherwise the run fails loudly: RuntimeError after ``max_widen`` widenings of one side.
+
+    Returns
+    -------
+    Selection
+    """
+    rules = list(reduce)
     names = list(axes)
     grids = {a: axes[a].start() for a in names}
     agg: dict = {r: {} for r in rules}
@@ -429,12 +466,13 @@ def cv_select_widening(
     widened: list[str] = []
     while True:
         current = list(itertools.product(*(grids[a] for a in names)))
-        for key in current:
-            if key not in agg[rules[0]]:
-                fs = _fold_scores(fit_predict, dict(zip(names, key, strict=True)), X, Y, folds, scorers)
+        new = [key for key in current if key not in agg[rules[0]]]
+        if new:
+            scored = evaluate([dict(zip(names, key, strict=True)) for key in new])
+            for key, fs in zip(new, scored, strict=True):
                 for r in rules:
-                    fold[r][key] = fs[r]
-                    agg[r][key] = float(RULES[r][1](fs[r]))
+                    fold[r][key] = np.asarray(fs[r], dtype=float)
+                    agg[r][key] = float(reduce[r](fold[r][key]))
         best, edges, todo = {}, {}, set()
         for r in rules:
             scores = np.array([agg[r][k] for k in current])
@@ -471,9 +509,9 @@ def cv_select_widening(
                     f"improves by more than {flat:.0%} per step ({_grids_text(grids)}): widen the starting grid or "
                     "raise max_widen"
                 )
-            new = axes[a].widen(grids[a], side)
-            grids[a] = sorted(set(grids[a]) | set(new))
-            widened.append(f"{a} {side}: " + ", ".join(f"{v:.3g}" for v in new))
+            new_values = axes[a].widen(grids[a], side)
+            grids[a] = sorted(set(grids[a]) | set(new_values))
+            widened.append(f"{a} {side}: " + ", ".join(f"{v:.3g}" for v in new_values))
     return Selection(
         best={r: dict(zip(names, best[r], strict=True)) for r in rules},
         edges=edges,

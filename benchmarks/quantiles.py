@@ -9,18 +9,19 @@ Three parts, each saved to its own results JSON and assembled into the ``quantil
     100 *summed* over τ ∈ {0.1, 0.3, 0.5, 0.7, 0.9} (the table's scale) and crossing × 100 (the mean over test
     points of Σ_k max(q_τk − q_τk+1, 0), :func:`rffor.metrics.crossing_loss`). Every method chooses its
     hyperparameters by the same 5-fold cross-validation on the training split (the same folds for all), scored by
-    that pinball loss (per level for the per-level methods, over the five levels for the joint ones); a grid axis
-    whose selected value sits at its edge is extended (up to twice) and the edges that remain are reported. The
-    grids are small (a shared 2-core machine: 160 dataset-splits): γ_X·d ∈ {0.1, 1} (×10 per extension) and λ on
-    the path {1e-2 … 1e-5} (one extension by two decades) for rffor; γ_X·d ∈ {0.3, 3} × α ∈ {1e-4, 1e-2} (×10) for
-    QuantileRegressor; min_samples_leaf ∈ {5, 20} (halved / doubled) with 100 iterations of rate 0.1 for gradient
-    boosting; min_samples_leaf ∈ {2, 8, 32} with 200 trees for the forest.
+    that pinball loss (per level for the per-level methods, over the five levels for the joint ones), with the
+    project's edge rule (``select_widening`` in ``_common.py``): a grid widens past any edge its selection lands on
+    until the selection is interior, at a natural limit, or the score is flat past that edge (< 1% over the last
+    widening), and a run still improving after 6 widenings fails. Starting grids: γ_X·d ∈ {0.01, 0.1, 1} (×10) for
+    rffor and QuantileRegressor alike; λ ∈ {1e-2 … 1e-5} (×10, down to 1e-14 at most) for rffor; α ∈ {1e-5 … 1e-2}
+    (×10) for QuantileRegressor; min_samples_leaf ∈ {2, 8, 32} (×4, from 1 to the size at which no fold's tree can
+    split) for gradient boosting (100 iterations of rate 0.1) and for the forest (200 trees).
 
-    - rffor: :class:`~rffor.QuantileFunctionRegressor` (exact ADMM, 20 midpoint levels, relative gap 1e-3), λ by
-      :class:`~rffor.model_selection.QuantileFunctionRegressorCV`'s path, γ_X by the grid, γ_Θ = 1; refitted with
-      the non-crossing penalty λ_nc = 1. Reported: the pinball loss of ``predict`` (rearranged, the default) and of the
-      model itself, and the crossing of the model itself (the rearranged one crosses 0 by construction), with and
-      without the penalty.
+    - rffor: :class:`~rffor.QuantileFunctionRegressor` (exact ADMM, 20 midpoint levels, relative gap 1e-3), λ of
+      each γ_X scored along :class:`~rffor.model_selection.QuantileFunctionRegressorCV`'s warm-started path, γ_Θ = 1;
+      refitted at the selected (γ_X, λ) without and with the non-crossing penalty, λ_nc ∈ {1, 10}. Reported: the
+      pinball loss of ``predict`` (rearranged, the default) and of the model itself, and the crossing of the model
+      itself (the rearranged one crosses 0 by construction).
     - independent per-level fits measured in the same run: scikit-learn's ``QuantileRegressor`` (L1-penalised
       linear quantile regression, HiGHS) on 100 random Fourier features of the Gaussian kernel (rffor's
       :class:`~rffor.features.RandomFourierFeatures`), ``HistGradientBoostingRegressor(loss="quantile")``, and
@@ -43,7 +44,7 @@ Three parts, each saved to its own results JSON and assembled into the ``quantil
 
 Usage::
 
-    python benchmarks/quantiles.py table              # 20 splits × 8 datasets (hours on a shared 2-core machine)
+    python benchmarks/quantiles.py table              # 20 splits × 8 datasets (~3 h of one core)
     python benchmarks/quantiles.py toy
     python benchmarks/quantiles.py table --quick      # 1 split, 2 datasets
     python benchmarks/quantiles.py --report-only
@@ -56,11 +57,14 @@ import json
 import sys
 import time
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 from _common import (
+    LAM_FLOOR,
     RESULTS,
+    Axis,
     add_common_args,
     figure_path,
     fmt,
@@ -69,6 +73,8 @@ from _common import (
     markdown_table,
     provenance,
     save_json,
+    select_widening,
+    widening_text,
     write_section,
 )
 from sklearn.model_selection import KFold, train_test_split  # noqa: E402
@@ -81,7 +87,10 @@ from rffor.model_selection import QuantileFunctionRegressorCV  # noqa: E402
 TAU = np.array([0.1, 0.3, 0.5, 0.7, 0.9])
 LEVELS = 20
 TOL = 1e-3
-LAM_NC = 1.0
+LAM_NC = 1.0  # the penalty of the toy's penalised fits
+LAM_NCS = (0.0, 1.0, 10.0)  # every split refits the selected model with each (thesis Figure 5.2's strong one: 10)
+#: version of the protocol (grids and selection rule) a results file was computed with: the report refuses others
+PROTOCOL = 2
 GAMMA_THETA = 1.0
 
 #: dataset -> (R package, item, target, inputs (None: every other column but "rownames" and ``drop``), drop)
@@ -140,106 +149,109 @@ def split(X, y, seed: int):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# selection on a grid with edge extension
+# selection: the project's edge rule (_common.select_widening) for every method
 # ---------------------------------------------------------------------------------------------------------------
 
-
-def grid_search(score, axes: dict[str, list], *, extend: dict | None = None, max_extensions: int = 2):
-    """Minimise ``score(params)`` over the product of ``axes``; an axis whose best value is at an edge is extended
-    by ``extend[axis](values, side)`` (side -1 / +1) and the search repeated, at most ``max_extensions`` times.
-
-    Returns ``(best params, best score, edges)``: ``edges`` lists the axes still at an edge of their grid."""
-    axes = {k: list(v) for k, v in axes.items()}
-    cache: dict[tuple, float] = {}
-    for it in range(max_extensions + 1):
-        keys = list(axes)
-        combos = [
-            dict(zip(keys, vals, strict=True))
-            for vals in np.array(np.meshgrid(*axes.values(), indexing="ij")).reshape(len(keys), -1).T
-        ]
-        for p in combos:
-            key = tuple(sorted(p.items()))
-            if key not in cache:
-                cache[key] = score({k: (v.item() if hasattr(v, "item") else v) for k, v in p.items()})
-        best_key = min(cache, key=cache.get)
-        best = dict(best_key)
-        edges = []
-        for k, values in axes.items():
-            vs = sorted(values)
-            if len(vs) > 1 and best[k] in (vs[0], vs[-1]):
-                edges.append((k, -1 if best[k] == vs[0] else 1))
-        if not edges or extend is None or it == max_extensions:
-            break
-        for k, side in edges:
-            if k in extend:
-                axes[k] = sorted(set(axes[k]) | {extend[k](sorted(axes[k]), side)})
-    edges = [k for k, _ in edges]
-    return {k: (v.item() if hasattr(v, "item") else v) for k, v in best.items()}, cache[best_key], edges
+#: starting grids; every axis widens past an edge its selection lands on (factor ``step``) until the selection is
+#: interior, at a natural limit, or the score is flat past that edge (``flat``, relative), else the run fails
+GX = (0.01, 0.1, 1.0)  # γ_X·d of the Gaussian k_X: rffor and QuantileRegressor (RFF) alike, ×10 per widening
+LAMS = (1e-2, 1e-3, 1e-4, 1e-5)  # rffor's λ, ×10, down to LAM_FLOOR at most
+ALPHAS = (1e-5, 1e-4, 1e-3, 1e-2)  # QuantileRegressor's α (L1), ×10
+LEAVES = (2, 8, 32)  # min_samples_leaf of both tree methods, ×4 (integers), from 1 up to leaf_axis's high limit
+FLAT = 0.01
+MAX_WIDEN = 6
+RULE = "pinball"
 
 
-def geometric(factor: float):
-    def ext(values, side):
-        return values[0] / factor if side < 0 else values[-1] * factor
+def gx_axis() -> Axis:
+    return Axis(GX, step=10.0)
 
-    return ext
+
+def leaf_axis(n_train: int) -> Axis:
+    """Leaf sizes from 1 (a natural limit) to the smallest size at which no tree of a fold (80% of the ``n_train``
+    rows) can split: the constant quantile, the other natural end of the axis."""
+    return Axis(LEAVES, step=4.0, low=1, high=int(0.4 * n_train) + 1, integer=True)
+
+
+def select(evaluate, axes: dict[str, Axis]):
+    """``(best params, {axis: edge status}, {axis: grid tried})`` of :func:`select_widening` with one rule: the mean
+    over the folds of ``evaluate``'s fold scores (pinball losses)."""
+    sel = select_widening(evaluate, axes, reduce={RULE: np.mean}, max_widen=MAX_WIDEN, flat=FLAT)
+    return sel.best[RULE], sel.edges[RULE], sel.grids
+
+
+def per_candidate(fold_score, folds):
+    """``evaluate`` for :func:`select` from a fold score ``fold_score(params, train rows, validation rows)``."""
+
+    def evaluate(candidates):
+        return [{RULE: np.array([fold_score(p, tr, va) for tr, va in folds])} for p in candidates]
+
+    return evaluate
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# methods: each returns (predicted quantiles at TAU on the test inputs, selected parameters, edges)
+# methods: each returns (predicted quantiles at TAU on the test inputs, selected parameters, edge statuses, grids)
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def fit_rffor(Xtr, ytr, Xte, seed):
-    """λ on QuantileFunctionRegressorCV's path (one grid extension) for every γ_X of the grid; then the refits with
-    and without the penalty. γ_Θ = 1 on the levels (chosen on the sine toy and three datasets of this table, where
-    it won against 10 in every split tried; smooth in τ, as quantile functions of location-scale laws are)."""
+class _PathScores(QuantileFunctionRegressorCV):
+    """QuantileFunctionRegressorCV's fold scores along its warm-started λ path (``cv_results_``), without its refit
+    on all rows: here the selection is :func:`select`'s, which refits the winner itself."""
+
+    def _refit(self, est, X, y, levels):
+        return est
+
+
+def fit_rffor(Xtr, ytr, Xte, folds):
+    """(γ_X, λ) by :func:`select` on the 5-fold pinball loss over TAU (the model itself, λ_nc = 0): the λ of each
+    γ_X scored along QuantileFunctionRegressorCV's warm-started path on the same folds as the baselines; then the
+    refits at the selected (γ_X, λ) with the penalties λ_nc ∈ LAM_NCS. γ_Θ = 1 on the levels (chosen on the sine toy
+    and three datasets of this table, where it won against 10 in every split tried; smooth in τ, as quantile
+    functions of location-scale laws are)."""
     d = Xtr.shape[1]
-    paths = {}
 
-    def score(p):
-        cv = QuantileFunctionRegressorCV(
-            lams=[1e-2, 1e-3, 1e-4, 1e-5], cv=5, levels=LEVELS, kernel_x=Gaussian(p["gx"] / d),
-            kernel_theta=Gaussian(GAMMA_THETA), tol=TOL, max_iter=5_000, max_extensions=1, random_state=seed,
-            score_levels=TAU,
-        ).fit(Xtr, ytr)  # fmt: skip
-        paths[p["gx"]] = cv
-        return float(np.min(cv.cv_results_["mean_score"]))
+    def evaluate(candidates):
+        scores = {}
+        for gx in sorted({c["gx"] for c in candidates}):
+            cv = _PathScores(
+                lams=sorted({c["lam"] for c in candidates if c["gx"] == gx}), cv=folds, levels=LEVELS,
+                kernel_x=Gaussian(gx / d), kernel_theta=Gaussian(GAMMA_THETA), tol=TOL, max_iter=5_000,
+                max_extensions=0, score_levels=TAU,
+            ).fit(Xtr, ytr)  # fmt: skip
+            for lam, fs in zip(cv.cv_results_["lam"], cv.cv_results_["fold_scores"], strict=True):
+                scores[(gx, float(lam))] = fs
+        return [{RULE: scores[(c["gx"], c["lam"])]} for c in candidates]
 
-    best, _, edges = grid_search(score, {"gx": [0.1, 1.0]}, extend={"gx": geometric(10.0)})
-    cv = paths[best["gx"]]
-    lam_grid = sorted(set(cv.cv_results_["lam"]))
-    if cv.lam_ in (lam_grid[0], lam_grid[-1]):
-        edges.append("lam")
+    best, edges, grids = select(evaluate, {"gx": gx_axis(), "lam": Axis(LAMS, step=10.0, low=LAM_FLOOR)})
     out = {}
-    for lam_nc in (0.0, LAM_NC):
+    for lam_nc in LAM_NCS:
         est = QuantileFunctionRegressor(
-            levels=LEVELS, lam=cv.lam_, kernel_x=Gaussian(best["gx"] / d), kernel_theta=Gaussian(GAMMA_THETA),
+            levels=LEVELS, lam=best["lam"], kernel_x=Gaussian(best["gx"] / d), kernel_theta=Gaussian(GAMMA_THETA),
             noncrossing=lam_nc, tol=TOL, max_iter=20_000,
         ).fit(Xtr, ytr)  # fmt: skip
         out[lam_nc] = (est.predict(Xte, TAU), est.predict_raw(Xte, TAU), est.duality_gap_)
-    return out, {**best, "lam": cv.lam_}, edges
+    return out, best, edges, grids
 
 
-def fit_per_level(make, axes, extend, Xtr, ytr, Xte, folds, transform=None):
-    """Independent fits per level, each level's hyperparameters by the 5-fold pinball loss of that level."""
+def fit_per_level(make, axes, Xtr, ytr, Xte, folds, transform=None):
+    """Independent fits per level, each level's hyperparameters by :func:`select` on the 5-fold pinball loss of
+    that level. Returns the quantiles and, per level, the selection, edge statuses and grids."""
     from sklearn.metrics import mean_pinball_loss
 
-    Q, params, edges = [], [], set()
+    Q, params, edges, grids = [], [], [], []
     for tau in TAU:
 
-        def score(p, tau=tau):
-            losses = []
-            for tr, va in folds:
-                A, B = (Xtr[tr], Xtr[va]) if transform is None else transform(p, Xtr[tr], Xtr[va])
-                losses.append(mean_pinball_loss(ytr[va], make(p, tau).fit(A, ytr[tr]).predict(B), alpha=tau))
-            return float(np.mean(losses))
+        def fold_score(p, tr, va, tau=tau):
+            A, B = (Xtr[tr], Xtr[va]) if transform is None else transform(p, Xtr[tr], Xtr[va])
+            return mean_pinball_loss(ytr[va], make(p, tau).fit(A, ytr[tr]).predict(B), alpha=tau)
 
-        best, _, e = grid_search(score, axes, extend=extend)
+        best, e, g = select(per_candidate(fold_score, folds), axes)
         A, B = (Xtr, Xte) if transform is None else transform(best, Xtr, Xte)
         Q.append(make(best, tau).fit(A, ytr).predict(B))
         params.append(best)
-        edges.update(e)
-    return np.column_stack(Q), params, sorted(edges)
+        edges.append(e)
+        grids.append(g)
+    return np.column_stack(Q), params, edges, grids
 
 
 def rff_transform(seed):
@@ -258,10 +270,8 @@ def fit_qr_rff(Xtr, ytr, Xte, folds, seed):
     def make(p, tau):
         return QuantileRegressor(quantile=tau, alpha=p["alpha"], solver="highs")
 
-    axes = {"gx": [0.3, 3.0], "alpha": [1e-4, 1e-2]}
-    return fit_per_level(
-        make, axes, {"gx": geometric(10.0), "alpha": geometric(10.0)}, Xtr, ytr, Xte, folds, rff_transform(seed)
-    )
+    axes = {"gx": gx_axis(), "alpha": Axis(ALPHAS, step=10.0)}
+    return fit_per_level(make, axes, Xtr, ytr, Xte, folds, rff_transform(seed))
 
 
 def fit_hgb(Xtr, ytr, Xte, folds, seed):
@@ -273,9 +283,7 @@ def fit_hgb(Xtr, ytr, Xte, folds, seed):
             early_stopping=False, random_state=seed,
         )  # fmt: skip
 
-    axes = {"leaf": [5, 20]}
-    ext = {"leaf": lambda v, s: max(1, v[0] // 2) if s < 0 else v[-1] * 2}
-    return fit_per_level(make, axes, ext, Xtr, ytr, Xte, folds)
+    return fit_per_level(make, {"leaf": leaf_axis(len(ytr))}, Xtr, ytr, Xte, folds)
 
 
 def fit_qrf(Xtr, ytr, Xte, folds, seed):
@@ -283,20 +291,14 @@ def fit_qrf(Xtr, ytr, Xte, folds, seed):
 
     def make(p):
         return RandomForestQuantileRegressor(
-            n_estimators=200, min_samples_leaf=int(p["leaf"]), max_features=p["mf"], random_state=seed
+            n_estimators=200, min_samples_leaf=int(p["leaf"]), max_features=1.0, random_state=seed
         )
 
-    def score(p):
-        return float(
-            np.mean([pinball_loss(ytr[va], make(p).fit(Xtr[tr], ytr[tr]).predict(Xtr[va], quantiles=list(TAU)), TAU)
-                     for tr, va in folds])
-        )  # fmt: skip
+    def fold_score(p, tr, va):
+        return pinball_loss(ytr[va], make(p).fit(Xtr[tr], ytr[tr]).predict(Xtr[va], quantiles=list(TAU)), TAU)
 
-    ext = {"leaf": lambda v, s: max(1, v[0] // 2) if s < 0 else v[-1] * 2}
-    best, _, edges = grid_search(score, {"leaf": [2, 8, 32], "mf": [1.0]}, extend=ext)
-    if best["leaf"] == 1:  # the smallest leaf there is: not an edge of the grid but of the model
-        edges = [e for e in edges if e != "leaf"]
-    return make(best).fit(Xtr, ytr).predict(Xte, quantiles=list(TAU)), best, edges
+    best, edges, grids = select(per_candidate(fold_score, folds), {"leaf": leaf_axis(len(ytr))})
+    return make(best).fit(Xtr, ytr).predict(Xte, quantiles=list(TAU)), best, edges, grids
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -313,7 +315,12 @@ def run_table(args) -> None:
     name_out = _name("table", args) + (f"_{args.shard}" if args.shard else "")
     path = RESULTS / f"{name_out}.json"
     saved = json.loads(path.read_text()) if path.exists() and args.resume else {"records": []}
+    if saved["records"] and saved.get("protocol") != PROTOCOL:
+        raise SystemExit(
+            f"{path}: computed with another protocol ({saved.get('protocol')}, now {PROTOCOL}); move it away"
+        )
     records = saved["records"]
+    argvs = [*saved.get("argvs", []), sys.argv]  # every command that wrote into this file
     done = {(r["dataset"], r["split"]) for r in records}
     info = machine_info(args.threads)
     names = args.datasets or list(DATASETS)
@@ -329,29 +336,32 @@ def run_table(args) -> None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 tic = time.perf_counter()
-                out, params, edges = fit_rffor(Xtr, ytr, Xte, seed)
+                out, params, edges, grids = fit_rffor(Xtr, ytr, Xte, folds)
                 seconds = time.perf_counter() - tic
                 for lam_nc, (Q, raw, gap) in out.items():
                     rec["methods"][f"rffor λ_nc={lam_nc:g}"] = {
                         "pinball": 100 * pinball_loss(yte, Q, TAU), "pinball_raw": 100 * pinball_loss(yte, raw, TAU),
-                        "crossing": 100 * crossing_loss(raw), "params": params, "edges": edges, "seconds": seconds,
-                        "gap": gap,
+                        "crossing": 100 * crossing_loss(raw), "params": params, "edges": edges, "grids": grids,
+                        "seconds": seconds, "gap": gap,
                     }  # fmt: skip
                 for label, fit in (("QuantileRegressor (RFF)", fit_qr_rff), ("HistGradientBoosting", fit_hgb),
                                    ("quantile-forest", fit_qrf)):  # fmt: skip
                     tic = time.perf_counter()
-                    Q, params, edges = fit(Xtr, ytr, Xte, folds, seed)
+                    Q, params, edges, grids = fit(Xtr, ytr, Xte, folds, seed)
                     rec["methods"][label] = {
                         "pinball": 100 * pinball_loss(yte, Q, TAU), "crossing": 100 * crossing_loss(Q),
-                        "params": params, "edges": edges, "seconds": time.perf_counter() - tic,
+                        "params": params, "edges": edges, "grids": grids, "seconds": time.perf_counter() - tic,
                     }  # fmt: skip
             records.append(rec)
             print(
                 f"{name} split {seed}: "
-                + ", ".join(f"{k} {v['pinball']:.1f}/{v['crossing']:.2f}" for k, v in rec["methods"].items()),
+                + ", ".join(
+                    f"{k} {v['pinball']:.1f}/{v['crossing']:.2f} ({v['seconds']:.0f} s)"
+                    for k, v in rec["methods"].items()
+                ),
                 flush=True,
             )
-            save_json(name_out, {"info": info, "argv": sys.argv, "records": records})
+            save_json(name_out, {"info": info, "argvs": argvs, "protocol": PROTOCOL, "records": records})
 
 
 def sine(n: int, seed: int):
@@ -422,6 +432,7 @@ def run_scale(args) -> None:
     import tempfile
 
     from distributed import Client, LocalCluster
+    from sklearn.exceptions import ConvergenceWarning
 
     import rffor.data
     from rffor.losses import Pinball
@@ -435,7 +446,18 @@ def run_scale(args) -> None:
 
     f, sd = -np.sin(2 * np.pi * xt) * (1 + np.sin(2 * np.pi * xt / 3)), 0.2 + (1.5 - xt) / 1.5
     Q_true = f[:, None] + sd[:, None] * norm.ppf(TAU)
-    out = {"info": info, "argv": sys.argv, "n": n, "oracle_pinball": 100 * pinball_loss(yt, Q_true, TAU), "runs": []}
+    out = {"info": info, "argvs": [sys.argv], "n": n, "oracle_pinball": 100 * pinball_loss(yt, Q_true, TAU), "runs": []}
+    path = RESULTS / f"{_name('scale', args)}.json"
+    if args.resume and path.exists():  # keep the saved runs (same n and seed), run only the missing methods
+        saved = json.loads(path.read_text())
+        if saved["n"] != n or saved.get("seed", 0) != args.seed:
+            raise SystemExit(
+                f"{path}: n = {saved['n']}, seed {saved.get('seed', 0)}; this run: n = {n}, seed {args.seed}"
+            )
+        out = {**saved, "argvs": [*saved.get("argvs", [saved.get("argv")]), sys.argv]}
+        out.pop("argv", None)
+    out["seed"] = args.seed
+    done = {r["method"] for r in out["runs"]}
     print(f"oracle pinball × 100: {out['oracle_pinball']:.3f}", flush=True)
 
     def record(label, est, seconds, **extra):
@@ -444,13 +466,15 @@ def run_scale(args) -> None:
             "method": label, "seconds": seconds, "pinball": 100 * pinball_loss(yt, Q, TAU),
             "calibration_error": calibration_error(yt, Q, TAU),
             "crossing": 100 * crossing_loss(est.predict_raw(Xt, TAU)),
-            **extra,
+            **extra, "run": machine_info(args.threads)["date"] + (" (resumed)" if args.resume else ""),
         }  # fmt: skip
         out["runs"].append(rec)
         print(rec, flush=True)
         save_json(_name("scale", args), out)
 
     for n_sub in (500,) if args.quick else (1000, 2000):
+        if f"exact ADMM, subsample n = {n_sub:,} (λ by 5-fold CV)" in done:
+            continue
         Xs, ys = X[:n_sub], y[:n_sub]
         tic = time.perf_counter()
         with warnings.catch_warnings():
@@ -481,11 +505,16 @@ def run_scale(args) -> None:
                 ("rff MM passes, κ-smoothed pinball (κ = 0.01), 20-level grid",
                  dict(loss=Pinball(kappa=0.01), rff_method="mm", max_iter=30)),
             ):  # fmt: skip
+                if label in done:
+                    continue
                 est = QuantileFunctionRegressor(client=client, **common, **extra)
                 tic = time.perf_counter()
-                est.fit(ds)
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always", ConvergenceWarning)
+                    est.fit(ds)
+                short = any(issubclass(w.category, ConvergenceWarning) for w in caught)
                 record(label, est, time.perf_counter() - tic, n_iter=est.n_iter_, rff_method=est.rff_method_,
-                       store_write_seconds=write_seconds)  # fmt: skip
+                       store_write_seconds=write_seconds, converged=not short)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -499,16 +528,46 @@ def _ms(values, digits: int = 1) -> str:
 
 
 MAX_CROSSING = 0.1  # issue 14's goal for the model itself, crossing × 100
+SHORT = {"QuantileRegressor (RFF)": "QR", "HistGradientBoosting": "HGB", "quantile-forest": "forest"}
+AXIS_LABEL = {"gx": "γ_X·d", "lam": "λ", "alpha": "α", "leaf": "leaf"}
+
+
+def _off_interior(edges) -> set:
+    """The (axis, status) pairs of a split's selection(s) that are not interior (per-level methods: any level)."""
+    return {(a, st) for e in (edges if isinstance(edges, list) else [edges]) for a, st in e.items() if st != "interior"}
+
+
+def _start_axes(method: str) -> dict[str, Axis]:
+    if method.startswith("rffor"):
+        return {"gx": gx_axis(), "lam": Axis(LAMS, step=10.0, low=LAM_FLOOR)}
+    if method.startswith("QuantileRegressor"):
+        return {"gx": gx_axis(), "alpha": Axis(ALPHAS, step=10.0)}
+    return {"leaf": leaf_axis(10**6)}
+
+
+def _grids_summary(records: list, method: str) -> str:
+    """Starting grids of a method and how far the widenings went, over every selection of every split."""
+    grids = []
+    for r in records:
+        g = r["methods"][method]["grids"]
+        grids += g if isinstance(g, list) else [g]
+    text = widening_text(_start_axes(method), grids)
+    for a, label in AXIS_LABEL.items():
+        text = text.replace(f"{a} ∈", f"{label} ∈")
+    return text
 
 
 def _table_block(data: dict) -> str:
     records = data["records"]
     names = [n for n in DATASETS if any(r["dataset"] == n for r in records)]
     methods = list(records[0]["methods"]) if records else []
-    ours = [m for m in methods if m.startswith("rffor")]
+    ours = {lam_nc: f"rffor λ_nc={lam_nc:g}" for lam_nc in LAM_NCS if lam_nc > 0}
     base = [m for m in methods if not m.startswith("rffor")]
     head = ["dataset", "splits", "thesis IQR", "thesis JQR", "thesis IND-QR", *methods]
-    rows, goal_rows, wins, within, uncrossed = [], [], 0, 0, 0
+    rows, goal_rows = [], []
+    within = dict.fromkeys(ours, 0)
+    wins = dict.fromkeys(ours, 0)
+    uncrossed = dict.fromkeys(ours, 0)
     for name in names:
         rs = [r for r in records if r["dataset"] == name]
         th = THESIS[name]
@@ -521,41 +580,59 @@ def _table_block(data: dict) -> str:
         rows.append(row)
         iqr_mean, iqr_std = (float(v) for v in th["IQR"][0].split(" ± "))
         best_name = min(base, key=means.get)
-        ok, beats = means[ours[-1]] <= iqr_mean + iqr_std, means[ours[-1]] <= means[best_name]
-        within += ok
-        wins += beats
-        raw = [r["methods"][ours[-1]] for r in rs]
-        crossing = float(np.mean([x["crossing"] for x in raw]))
-        uncrossed += crossing <= MAX_CROSSING
-        edges = []
-        for m in [ours[-1], *base]:
-            hit = [r["methods"][m]["edges"] for r in rs if r["methods"][m]["edges"]]
-            if hit:
-                axes = sorted({a for e in hit for a in e})
-                edges.append(f"{m.split(' ')[0]} {len(hit)}/{len(rs)} ({', '.join(axes)})")
-        goal_rows.append([
-            name, f"{means[ours[-1]]:.1f}", f"≤ {iqr_mean + iqr_std:g}", "yes" if ok else "**no**",
-            f"{means[best_name]:.1f} ({best_name})", "yes" if beats else "**no**",
-            _ms([x["pinball_raw"] for x in raw]), _ms([x["crossing"] for x in raw], 2),
-            "yes" if crossing <= MAX_CROSSING else "**no**", "; ".join(edges) or "none",
-        ])  # fmt: skip
-    goals = markdown_table(
-        ["dataset", f"rffor λ_nc={LAM_NC:g} pinball", "thesis IQR mean + std", "within", "best baseline",
-         "≤ best baseline", "model itself: pinball", "model itself: crossing", f"crossing ≤ {MAX_CROSSING:g}",
-         "splits selected at a grid edge"],
-        goal_rows,
-    )  # fmt: skip
+        goal = [name, f"≤ {iqr_mean + iqr_std:g}", f"{means[best_name]:.1f} ({SHORT[best_name]})"]
+        for lam_nc, m in ours.items():
+            ok, beats = means[m] <= iqr_mean + iqr_std, means[m] <= means[best_name]
+            crossing = float(np.mean([r["methods"][m]["crossing"] for r in rs]))
+            within[lam_nc] += ok
+            wins[lam_nc] += beats
+            uncrossed[lam_nc] += crossing <= MAX_CROSSING
+            goal += [
+                f"{means[m]:.1f}", "yes" if ok else "**no**", "yes" if beats else "**no**",
+                _ms([r["methods"][m]["crossing"] for r in rs], 2), "yes" if crossing <= MAX_CROSSING else "**no**",
+            ]  # fmt: skip
+        off = []
+        for m in [methods[0], *base]:
+            counts = Counter(x for r in rs for x in _off_interior(r["methods"][m]["edges"]))
+            label = "rffor" if m.startswith("rffor") else SHORT[m]
+            off += [f"{label} {AXIS_LABEL[a]} {st} {c}/{len(rs)}" for (a, st), c in sorted(counts.items())]
+        goal_rows.append([*goal, "; ".join(off) or "none"])
+    goal_head = ["dataset", "thesis IQR mean + std", "best baseline"]
+    for lam_nc in ours:
+        goal_head += [f"λ_nc={lam_nc:g}: pinball", "within", "≤ best", "crossing (model)", f"≤ {MAX_CROSSING:g}"]
+    goal_head.append("selections not interior (splits)")
+    n = len(names)
+    said = "; ".join(
+        f"λ_nc = {lam_nc:g}: pinball within the thesis's IQR mean + one std on {within[lam_nc]} of {n} datasets, no "
+        f"worse than the best baseline on {wins[lam_nc]} of {n}, the model itself crossing by at most "
+        f"{MAX_CROSSING:g} (× 100, mean over splits) on {uncrossed[lam_nc]} of {n}"
+        for lam_nc in ours
+    )
+    grids = "; ".join(
+        f"{'rffor' if m.startswith('rffor') else SHORT[m]}: {_grids_summary(records, m)}" for m in [methods[0], *base]
+    )
     return (
         "Pinball loss × 100 summed over τ ∈ {0.1, 0.3, 0.5, 0.7, 0.9} / crossing × 100, mean ± std over the "
         "splits. rffor's pinball is that of `predict` (rearranged, the default), its crossing that of the model "
         "itself (`predict_raw`, `rearrange=False`); the baselines' crossing is that of their own predictions "
-        "(quantile-forest's are sorted by construction). Thesis columns are seed 003 Table 5.1, quoted.\n\n"
+        "(quantile-forest's are sorted by construction). Thesis columns are seed 003 Table 5.1, quoted. Every dataset "
+        "is prepared alike: inputs (categorical ones as integer codes) and target standardised with the training "
+        "split's statistics. In particular cpus's target perf is not log-transformed or otherwise changed: seed 003 "
+        "§5.4.1 documents only the 70% / 30% splits and the 5-fold selection, and seed 001 §7.2 (the same datasets, "
+        'after Takeuchi et al. 2006) only that "the datasets are standardized coordinate-wise to have zero mean and '
+        'unit variance".\n\n'
         + markdown_table(head, rows)
-        + f"\n\nGoals, for rffor with the penalty λ_nc = {LAM_NC:g}: pinball within the thesis's IQR mean + one "
-        f"std on {within} of {len(names)} datasets; no worse than the best baseline on {wins} of {len(names)}; the "
-        f"model itself crosses by at most {MAX_CROSSING:g} (× 100, mean over splits) on {uncrossed} of {len(names)}. "
-        "An edge is a selected value at the end of its grid after the extensions (or a λ at the end of the "
-        "extended path).\n\n" + goals
+        + f"\n\nGoals, for rffor with the penalty λ_nc = 1 (the issue's) and λ_nc = 10 (thesis Figure 5.2's strong "
+        f"penalty; both refit at the same selected γ_X and λ in every split): {said}.\n\n"
+        + markdown_table(goal_head, goal_rows)
+        + "\n\nSelection, every method alike (`select_widening` in benchmarks/_common.py, the project's edge rule): "
+        "the 5-fold pinball loss on the training split (the same folds for every method; per level for QR and HGB, "
+        "over the five levels for rffor and the forest), on grids that widen past any edge a selection lands on "
+        f"(×10 for γ_X·d, λ and α, ×4 for leaf sizes) until the selection is interior, at a natural limit (leaf 1; "
+        f"the leaf size at which no fold's tree can split, 0.4 × training rows + 1: a constant quantile; λ "
+        f"{LAM_FLOOR:g}), or the score changed by "
+        f'less than {FLAT:.0%} over the last widening ("flat"); a run that is still improving after {MAX_WIDEN} '
+        f"widenings fails. Grids (γ_X·d for rffor and QR alike): {grids}."
     )
 
 
@@ -655,7 +732,9 @@ def main(argv=None) -> int:
     parser.add_argument("--scale-n", type=int, default=1_000_000, help="scale: training points")
     parser.add_argument("--splits", type=int, default=20)
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=None)
-    parser.add_argument("--resume", action="store_true", help="table: keep the records already saved")
+    parser.add_argument(
+        "--resume", action="store_true", help="table, scale: keep the records already saved, run only the missing ones"
+    )
     parser.add_argument(
         "--shard", default="", help="table: suffix of the results file (runs on disjoint --datasets in parallel)"
     )
@@ -676,12 +755,15 @@ def main(argv=None) -> int:
     shards = sorted(p for p in RESULTS.glob("quantiles_table*.json") if "quick" not in p.name)
     if shards:
         loaded = [json.loads(p.read_text()) for p in shards]
+        stale = [p.name for p, d in zip(shards, loaded, strict=True) if d.get("protocol") != PROTOCOL]
+        if stale:
+            raise SystemExit(f"results of another protocol than {PROTOCOL} (older grids or rule): {stale}")
         seen, records = set(), []
         for r in (r for d in loaded for r in d["records"]):  # shards run in parallel may overlap: first one wins
             if (r["dataset"], r["split"]) not in seen:
                 seen.add((r["dataset"], r["split"]))
                 records.append(r)
-        parts["table"] = {**loaded[0], "records": records, "argvs": [d["argv"] for d in loaded]}
+        parts["table"] = {**loaded[0], "records": records, "argvs": [a for d in loaded for a in d["argvs"]]}
     for key in ("toy", "scale"):
         p = RESULTS / f"quantiles_{key}.json"
         if p.exists():

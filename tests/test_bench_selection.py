@@ -1,5 +1,6 @@
-"""The benchmarks' edge rule (benchmarks/_common.py, cv_select_widening): a selection at the edge of a grid widens
-the grid, a flat score or a natural limit stops the widening and is reported, anything else fails loudly.
+"""The benchmarks' edge rule (benchmarks/_common.py, select_widening and cv_select_widening, its K-fold form): a
+selection at the edge of a grid widens the grid, a flat score or a natural limit stops the widening and is reported,
+anything else fails loudly.
 
 The candidates' scores are set by hand: ``fit_predict`` predicts a constant c on zero validation curves, so a fold's
 NMSE (and curve-median MSE) is c², the same on every fold.
@@ -22,10 +23,11 @@ _spec = importlib.util.spec_from_file_location(
 _common = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = _common  # dataclasses resolve their module through sys.modules
 _spec.loader.exec_module(_common)
-Axis, cv_select_widening, edge_counts, widening_text = (
+Axis, cv_select_widening, edge_counts, select_widening, widening_text = (
     _common.Axis,
     _common.cv_select_widening,
     _common.edge_counts,
+    _common.select_widening,
     _common.widening_text,
 )
 
@@ -117,3 +119,37 @@ def test_a_limit_reached_by_rounding_is_the_limit():
     sel = cv_select_widening(scored(lambda p: 1 + math.log10(p["lam"]) + 20), axes, X, Y, n_splits=2)
     assert sel.grids["lam"][0] == 1e-14 and sel.grids["lam"][1] == pytest.approx(1e-13)
     assert sel.best["mean"] == {"lam": 1e-14} and sel.edges["mean"] == {"lam": "low limit"}
+
+
+def test_select_widening_scores_every_candidate_once_in_batches():
+    # a caller's evaluate gets the starting grid at once, then each widening's new candidates (a λ path per γ)
+    batches = []
+
+    def evaluate(candidates):
+        batches.append([(c["gx"], c["lam"]) for c in candidates])
+        return [{"pinball": [(math.log10(c["lam"]) + 5) ** 2 + math.log10(c["gx"]) ** 2 + 1] * 3} for c in candidates]
+
+    sel = select_widening(
+        evaluate, {"gx": Axis((0.1, 1.0, 10.0)), "lam": Axis((1e-2, 1e-3))}, reduce={"pinball": np.mean}
+    )
+    assert sel.best["pinball"] == {"gx": 1.0, "lam": pytest.approx(1e-5)}
+    assert sel.edges["pinball"] == {"gx": "interior", "lam": "interior"}
+    assert [len(b) for b in batches] == [6, 3, 3, 3]  # 3 γ x 2 λ, then 3 γ x each new λ (1e-4, 1e-5, 1e-6)
+    flat = [x for b in batches for x in b]
+    assert len(set(flat)) == len(flat) == 15
+
+
+def test_an_integer_axis_stops_at_its_low_limit():
+    # smaller leaves always help: 2 -> 1 (2 / 4 rounded down would be 0, past the limit 1), then "low limit"
+    sel = select_widening(
+        lambda cands: [{"r": [float(c["leaf"])]} for c in cands],
+        {"leaf": Axis((2, 8, 32), step=4, low=1, integer=True)},
+        reduce={"r": np.mean},
+    )
+    assert sel.best["r"] == {"leaf": 1} and sel.grids["leaf"] == [1, 2, 8, 32]
+    assert sel.edges["r"] == {"leaf": "low limit"}
+
+
+def test_a_rule_whose_every_candidate_fails_is_an_error():
+    with pytest.raises(RuntimeError, match="every candidate failed"):
+        select_widening(lambda cands: [{"r": [np.inf]} for _ in cands], {"a": Axis((1.0, 2.0))}, reduce={"r": np.mean})
