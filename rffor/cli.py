@@ -408,6 +408,13 @@ def _resolve_cli_solver(args, n: int) -> str:
         "--loss-params": args.loss_params,
         "--kernel-theta-params": args.kernel_theta_params,
     }
+    if args.loss == "pinball":
+        auto = [opt for opt in ("--lam auto", "--loss-params", "--kernel-theta-params") if rff_only[opt]]
+        if auto:
+            raise UsageError(
+                f"{', '.join(auto)}: the held-out selection is for curves, not --loss pinball; give --lam (in Python, "
+                "rffor.model_selection.QuantileFunctionRegressorCV chooses λ of a quantile function by K-fold CV)"
+            )
     given = [opt for opt, value in rff_only.items() if value]
     solver = args.solver
     if solver == "auto":
@@ -1044,7 +1051,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_lam,
         default=None,
         help=f"regularisation λ (default {DEFAULTS['lam']:g}; {_quantile_defaults()['lam']:g} for pinball), or auto: "
-        "chosen on 1 curve in 10 held out (--solver rff; rffor.solvers.selection)",
+        "chosen on 1 curve in 10 held out (--solver rff, not pinball; rffor.solvers.selection)",
     )
     p.add_argument(
         "--loss-params",
@@ -1071,7 +1078,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_float_in(0),
         default=None,
         metavar="LAMBDA_NC",
-        help="pinball: weight of the non-crossing penalty (default 0: none; ~10 makes it exact at the levels)",
+        help="pinball: weight of the non-crossing penalty (default 0: none). Exact solvers: ~10 makes it exact at "
+        "the training levels. rff: a subgradient term of the steps at their levels; 1 made the constant steps "
+        "unstable on a wiggly model where 0.1 was not (tests/test_quantile_rff.py)",
     )
     p.add_argument(
         "--solver",
@@ -1091,7 +1100,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_kernel,
         default=None,
         metavar="NAME:GAMMA",
-        help="output kernel, e.g. gaussian:100 (default gaussian:100/span²)",
+        help="output kernel, e.g. gaussian:100 (default gaussian:100/span², pinball gaussian:10)",
     )
     p.add_argument(
         "--method",

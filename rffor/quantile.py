@@ -57,14 +57,16 @@ class QuantileFunctionRegressor(FunctionalRegressor):
         m ≈ √n enough), or strictly increasing levels in [0, 1] (joint quantile regression at those levels,
         seed 001). Predictions are available at any level either way.
     kernel_x : Kernel, default None
-        Input kernel; None means ``Gaussian(gamma=1/d)``.
+        Input kernel; None means the Gaussian kernel of the median heuristic, ``γ = 1 / (2 median_ij ‖x_i − x_j‖²)``,
+        as in :class:`~rffor.FunctionalRegressor` (:func:`rffor.kernels.median_heuristic`).
     kernel_theta : Kernel, default None
         Kernel on the levels; None means ``Gaussian(gamma=10)``. The non-crossing penalty needs it C².
     lam : float, default 1e-3
         λ > 0 of (P). :class:`rffor.model_selection.QuantileFunctionRegressorCV` chooses it by cross-validation.
     noncrossing : float, default 0.0
-        λ_nc ≥ 0 of the non-crossing penalty (0: none). Large values (≈ 10) make ``∂_τ q ≥ 0`` exact at the anchors
-        (exact penalty) at the price of a dual twice as large (exact solvers).
+        λ_nc ≥ 0 of the non-crossing penalty (0: none). Exact solvers: large values (≈ 10) make ``∂_τ q ≥ 0`` exact
+        at the anchors (exact penalty) at the price of a dual twice as large. rff: a subgradient term of the steps at
+        their levels; keep it small (measured: 0.1 stable with the automatic step on a wiggly model, 1 not).
     offset : {"normal", "none"}, default "normal"
         The intercept curve b: a normal quantile function fitted to the training targets by their median and
         interquartile range (smooth, so that it adds no crossings: :class:`rffor.levels.NormalOffset`), or 0.
@@ -84,9 +86,12 @@ class QuantileFunctionRegressor(FunctionalRegressor):
     max_iter : int or None, default None
         Exact solvers: iteration cap (None: the solver's default).
     n_level_samples : int or None, default None
-        rff: levels s drawn per DSGD step (each step costs O(b·s·D_θ)); None: 8.
+        rff: levels s drawn per DSGD step; None: 8. A step costs O(b·s·D_θ) for the residuals and gradients plus
+        O(s·m·D_θ) for φ_Θ at the drawn levels (the Nyström extension of the exact factor reads k_Θ against the m
+        grid levels; small next to the first term while m < b), instead of O(b·m·D_θ).
     level_sampling : {"uniform", "sobol", "gauss-legendre"}, default "uniform"
-        rff: how a step draws its levels (:func:`rffor.levels.draw_levels`).
+        rff: how a step draws its levels from μ (:func:`rffor.levels.draw_levels`) when ``levels`` is an int. With
+        given levels (joint quantile regression) a step draws s of them, uniformly without replacement.
     rff_method, n_features_x, input_features, output_features, n_features_theta, output_rank_tol, batch_size, \
 n_epochs, max_steps, step_size, local_steps, n_partitions, init, precondition_rank, dtype, client, \
 scheduler_address, security, checkpoint, resume, random_state, verbose
@@ -319,8 +324,9 @@ scheduler_address, security, checkpoint, resume, random_state, verbose
         return self._fit_rff_quantiles(data, levels)
 
     def _fit_rff_quantiles(self, data, levels):
-        """Random features (MATH.md §5): DSGD steps that draw their levels from μ (``level_sampling``) on the scalar
-        targets of ``data`` (a chunked dataset with m = 1), started from the square-loss closed form of the
+        """Random features (MATH.md §5): DSGD steps that draw their levels from μ (``level_sampling``; among the
+        given levels when ``levels`` is a list) on the scalar targets of ``data`` (a chunked dataset with m = 1),
+        started from the square-loss closed form of the
         location-shifted targets ``y − b(½)`` on the level grid (the marginal quantile function moved by the
         conditional location, instead of a flat curve at the conditional mean)."""
         from .chunked import ExpandedTargets
@@ -334,11 +340,13 @@ scheduler_address, security, checkpoint, resume, random_state, verbose
         median = 0.0 if self.offset_ is None else float(self.offset_(0.5))
         view = ExpandedTargets(data, levels, base)
         sampled = self.rff_method in ("auto", "sgd")
+        # given levels are joint quantile regression at those levels (seed 001): steps draw among them, not from μ
+        joint = not isinstance(self.levels, numbers.Integral)
         self._fit_rff(
             view,
             levels,
             n_theta_samples=self.n_level_samples,
-            level_sampling=self.level_sampling if sampled else None,
+            level_sampling=("grid" if joint else self.level_sampling) if sampled else None,
             offset=self.offset_,
             lam_nc=float(self.noncrossing),
             init_shift=base - median,

@@ -234,3 +234,32 @@ def test_command_line_fits_and_evaluates_a_quantile_model(tmp_path):
     rdata.write(tmp_path / "curves.zarr", X, np.c_[y, y], np.array([0.0, 1.0]))
     assert main(["fit", str(tmp_path / "curves.zarr"), "--loss", "pinball", "-q"]) == 2
     assert main(["fit", str(tmp_path / "train.zarr"), "--levels", "5", "-q"]) == 2
+    # held-out selection (--lam auto and its companions) is for curves: a usage error that says so
+    for extra in (["--lam", "auto"], ["--lam", "auto", "--loss-params", "auto", "--kappa", "0.1"]):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            assert main(["fit", str(tmp_path / "train.zarr"), "--loss", "pinball", *extra, "-q"]) == 2
+        assert "not --loss pinball" in err.getvalue() and "QuantileFunctionRegressorCV" in err.getvalue()
+
+
+def test_command_line_fits_a_quantile_model_with_random_features(tmp_path):
+    """``--solver rff`` with given levels and the penalty: the model file holds a random-feature quantile model
+    whose quantiles are those of the same estimator fitted in Python on the stored (float32) data."""
+    from rffor import data as rdata
+    from rffor.cli import main
+
+    X, y, _ = sine(600, 13)
+    rdata.write(tmp_path / "train.zarr", X, y[:, None], np.array([0.0]), chunks=600)  # one chunk: in process
+    model = tmp_path / "q.rffor"
+    args = ["fit", str(tmp_path / "train.zarr"), "--loss", "pinball", "--solver", "rff", "--levels", "8",
+            "--noncrossing", "0.1", "--lam", "1e-4", "--kernel-x", "gaussian:10", "--kernel-theta", "gaussian:10",
+            "--features-x", "100", "--epochs", "3", "--seed", "0", "--out", str(model), "-q"]  # fmt: skip
+    assert main(args) == 0
+    est = load(model)
+    assert est.solver_ == "rff" and est.rff_method_ == "sgd" and est.noncrossing == 0.1
+    ref = QuantileFunctionRegressor(
+        levels=8, noncrossing=0.1, lam=1e-4, kernel_x=Gaussian(10.0), kernel_theta=Gaussian(10.0), solver="rff",
+        n_features_x=100, n_epochs=3, random_state=0, dtype="float32",
+    ).fit(rdata.open(tmp_path / "train.zarr"))  # fmt: skip
+    Xt = np.linspace(0, 1.5, 9)[:, None]
+    np.testing.assert_allclose(est.predict(Xt, TAU), ref.predict(Xt, TAU), rtol=1e-6, atol=1e-6)

@@ -123,6 +123,63 @@ def test_rff_quantiles_are_calibrated_near_the_oracle():
     assert pinball_loss(yt, Q, TAU) < 1.02 * pinball_loss(yt, Q_true, TAU)
 
 
+@pytest.mark.parametrize("method", ["grid", "uniform"])
+def test_penalised_step_is_a_gradient_step_of_the_penalised_objective(method):
+    """One DSGD step with the non-crossing penalty is ``B − η ∇`` of the minibatch objective at the step's levels,
+    ``mean_i mean_k ℓ_θk(y_i − b(θ_k) − q_k) + λ_nc mean_i mean_k (−∂_θ q(x_i)(θ_k))₊ + (λ/2)‖B‖²``, its gradient
+    taken here by central differences of values computed from the features (not from ``loss.grad``): at grid
+    columns (given levels) and at levels drawn from μ alike."""
+    X, y, _ = sine(32, 1)
+    loss, lam, lam_nc, eta = Pinball(kappa=0.3), 1e-2, 2.0, 0.5
+    kt = Gaussian(30.0)
+    Phi_x = RandomFourierFeatures(Gaussian(10.0), 12, 1, seed=0, dtype=np.float64).transform(X)
+    grid = np.array([0.1, 0.3, 0.5, 0.7, 0.9])
+    phi_t = ExactOutputFactor(kt, grid, dtype=np.float64)
+    offset = NormalOffset.fit(y)
+    B0 = np.random.default_rng(2).standard_normal((12, phi_t.n_features)) * 2.0
+    sampler = LevelSampler(3, method, phi_t, offset)
+    Y = y[:, None] - offset(grid) if method == "grid" else y[:, None]  # grid: ExpandedTargets' columns
+    cfg = SGDConfig(loss, lam, batch_size=32, step_size=eta, dtype="float64", sampler=sampler, theta=grid,
+                    lam_nc=lam_nc)  # fmt: skip
+    B1 = sgd_steps(SGDState.from_coef(B0, "float64"), Phi_x, Y, phi_t.grid_features, 1, cfg,
+                   np.random.default_rng(5))[0].B  # fmt: skip
+    draw = sampler.draw(np.random.default_rng(5), phi_t.grid_features, grid, np.float64, derivative=True,
+                        stream=sampler.stream(np.random.default_rng(5)))  # fmt: skip
+    theta = draw.theta
+    Phi, dPhi = phi_t.transform(theta), phi_t.derivative(theta)
+
+    def objective(B):
+        q = Phi_x @ B @ Phi.T
+        slope = Phi_x @ B @ dPhi.T + offset.slope(theta)
+        fit = np.mean(loss.curve_values(y[:, None] - offset(theta) - q, theta))
+        return fit + lam_nc * np.mean(np.maximum(-slope, 0)) + 0.5 * lam * np.sum(B * B)
+
+    h, grad = 1e-6, np.zeros_like(B0)
+    for idx in np.ndindex(B0.shape):
+        E = np.zeros_like(B0)
+        E[idx] = h
+        grad[idx] = (objective(B0 + E) - objective(B0 - E)) / (2 * h)
+    slope = Phi_x @ B0 @ dPhi.T + offset.slope(theta)
+    assert 0.1 < np.mean(slope < 0) < 0.9  # the penalty is active on part of the entries: its term is tested
+    np.testing.assert_allclose(B1, B0 - eta * grad, rtol=1e-6, atol=1e-7 * np.abs(B0).max())
+    if method == "grid":
+        assert set(theta) <= set(grid)
+
+
+def test_rff_joint_quantile_regression_at_given_levels():
+    """``levels=[0.1, 0.5, 0.9]`` with random features is joint quantile regression at those levels (seed 001): the
+    steps draw among them, so the model is calibrated at them and its pinball loss there is near the true
+    quantiles' (measured: 0.013 and 1.003x). Steps drawing from μ = U[0, 1] fit the integral over all levels
+    through a rank-3 output factor instead: 0.048 and 1.039x, measured with that draw."""
+    X, y, _ = sine(4000, 2)
+    tau = np.array([0.1, 0.5, 0.9])
+    est = QuantileFunctionRegressor(levels=tau, lam=1e-5, n_features_x=300, n_epochs=30, **KW).fit(X, y)
+    Xt, yt, Q_true = sine(20_000, 3)
+    Q = est.predict(Xt, tau)
+    assert calibration_error(yt, Q, tau) < 0.03
+    assert pinball_loss(yt, Q, tau) < 1.02 * pinball_loss(yt, Q_true[:, [0, 2, 4]], tau)
+
+
 def test_rff_noncrossing_penalty_at_the_drawn_levels_reduces_crossings():
     """A wiggly model (γ_X = 30, γ_Θ = 100, λ = 1e-7, n = 300): the penalty at the drawn levels and minibatch inputs
     (λ_nc = 0.1, measured stable with the automatic step; λ_nc = 1 is not) cuts the crossings of 100 quantile
@@ -169,7 +226,7 @@ def test_level_sampling_options_are_checked():
     with pytest.raises(ValueError, match="ExpandedTargets"):
         fit_rff((X, y[:, None]), loss=Pinball(), kernel_x=Gaussian(1.0), kernel_theta=Gaussian(1.0), lam=1e-3,
                 level_sampling="uniform")  # fmt: skip
-    with pytest.raises(ValueError, match="continuous sampler"):
+    with pytest.raises(ValueError, match="output_features"):
         SGDConfig(Pinball(), 1e-3, n_theta_samples=4, lam_nc=1.0)
     with pytest.raises(ValueError, match="level_sampling"):
         QuantileFunctionRegressor(level_sampling="halton", solver="rff").fit(X, y)

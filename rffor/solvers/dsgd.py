@@ -30,9 +30,13 @@ penalty ``λ_nc (1/(b s)) Σ (−∂_θ(b + h)(x_i)(θ_k))₊`` (thesis 003 Theo
 ``loss.grad`` averages every curve over its own number of used entries (m_i, or the subsample size), as the
 table of MATH.md §5 says. The step is ``η_t = η₀ / (1 + t/t₀)^power`` (constant by default) and the returned model
 is the Polyak–Ruppert average of the iterates from step ``average_start`` on (:func:`rffor.solvers.rff.fit_rff`
-averages the second half of the steps). Every loss is ``½‖·‖² □ g``, so the curvature of a step's objective is at
-most ``1 + λ`` (``‖φ_X‖ = 1`` and ``‖φ_Θ(θ)‖² = k_Θ(θ, θ) = 1``): ``η₀ < 1/(1 + λ)`` is always safe, and
-``1/(‖C_Θ‖ + λ)`` is safe for steps on whole observed curves (:func:`rffor.solvers.rff.auto_step_size`).
+averages the second half of the steps). The curve losses (square, Huber, ε-insensitive) are ``½‖·‖² □ g``, so the
+curvature of a step's objective is at most ``1 + λ`` (``‖φ_X‖ = 1`` and ``‖φ_Θ(θ)‖² = k_Θ(θ, θ) = 1``):
+``η₀ < 1/(1 + λ)`` is safe, and ``1/(‖C_Θ‖ + λ)`` is safe for steps on whole observed curves
+(:func:`rffor.solvers.rff.auto_step_size`). The pinball losses are not of that form (the κ-smoothed one curves up
+to ``max(θ, 1 − θ)/κ``), but their gradients are bounded by 1 entrywise, so a step ``B ← (1 − ηλ) B + η (bounded)``
+keeps B bounded for any ``η ≤ 1/λ``: the steps cannot diverge, and a kink (or a curvature above 1) makes them
+oscillate by O(η) around the optimum, which the suffix average removes.
 
 Measured on nonlinear synthetic data (n = 1000, m = 40, D_x = 100, λ = 1e-3; tests/test_dsgd.py): from B = 0,
 50 epochs reach the square-loss closed-form objective within 2e-5 relative; from the closed-form warm start,
@@ -181,14 +185,15 @@ class LevelSampler:
     n_samples : int
         s, levels per step.
     method : {"grid", "uniform", "sobol", "gauss-legendre"}, default "grid"
-        "grid": s of the m grid columns, uniformly without replacement (functional outputs observed on a grid);
-        the others draw levels from μ = U[0, 1] anywhere (:func:`rffor.levels.draw_levels`: i.i.d., scrambled
-        Sobol, or the Gauss–Legendre nodes with their weights), for scalar targets, with the output features
-        evaluated off the grid (:meth:`rffor.features.ExactOutputFactor.transform`: the Nyström extension).
+        "grid": s of the m grid columns, uniformly without replacement (functional outputs observed on a grid,
+        and quantiles at user-given levels: joint quantile regression); the others draw levels from μ = U[0, 1]
+        anywhere (:func:`rffor.levels.draw_levels`: i.i.d., scrambled Sobol, or the Gauss–Legendre nodes with
+        their weights), for scalar targets, with the output features evaluated off the grid
+        (:meth:`rffor.features.ExactOutputFactor.transform`: the Nyström extension).
     output_features : feature map, optional
-        Continuous methods: φ_Θ with ``transform`` (and ``derivative`` for the penalty).
+        Continuous methods: φ_Θ with ``transform``; any method: ``derivative`` for the non-crossing penalty.
     offset : NormalOffset or None
-        Continuous methods: the intercept curve b (and b').
+        Continuous methods: the intercept curve b; any method: b' for the penalty.
     """
 
     n_samples: int
@@ -231,25 +236,26 @@ class LevelSampler:
             Grid mode: the grid.
         dtype : numpy dtype
         derivative : bool
-            Also φ'_Θ and b' (the non-crossing penalty; continuous methods).
+            Also φ'_Θ and b' at the levels (the non-crossing penalty: needs ``output_features``).
         stream : object, optional
             :meth:`stream`'s state, continued by this draw.
         """
+        phi = self.output_features
         if not self.continuous:
             m = grid_features.shape[0]
             cols = np.sort(rng.choice(m, size=min(self.n_samples, m), replace=False))
             theta = None if grid is None else np.asarray(grid)[cols]
-            return LevelDraw(theta=theta, Phi=grid_features[cols], cols=cols)
-        from ..levels import draw_levels
+            draw = LevelDraw(theta=theta, Phi=grid_features[cols], cols=cols)
+        else:
+            from ..levels import draw_levels
 
-        theta, weights = draw_levels(self.method, self.n_samples, rng, stream)
-        phi = self.output_features
-        draw = LevelDraw(
-            theta=theta,
-            Phi=np.asarray(phi.transform(theta), dtype=dtype),
-            weights=weights,
-            shift=np.zeros(len(theta)) if self.offset is None else self.offset(theta),
-        )
+            theta, weights = draw_levels(self.method, self.n_samples, rng, stream)
+            draw = LevelDraw(
+                theta=theta,
+                Phi=np.asarray(phi.transform(theta), dtype=dtype),
+                weights=weights,
+                shift=np.zeros(len(theta)) if self.offset is None else self.offset(theta),
+            )
         if derivative:
             draw.dPhi = np.asarray(phi.derivative(theta), dtype=dtype)
             draw.slope = np.zeros(len(theta)) if self.offset is None else self.offset.slope(theta)
@@ -292,7 +298,7 @@ class SGDConfig:
     theta : ndarray of shape (m,) or None, default None
         The grid, for losses that read the levels (pinball) in full-grid and grid-sampled steps.
     lam_nc : float, default 0.0
-        λ_nc of the non-crossing penalty (continuous samplers only).
+        λ_nc of the non-crossing penalty at the step's levels (a sampler with ``output_features``).
     """
 
     loss: Loss
@@ -339,8 +345,10 @@ class SGDConfig:
         if self.sampler is not None and not self.loss.integral:
             self.sampler = None  # norm losses need whole curves (MATH.md §5)
         self.lam_nc = check_real(self.lam_nc, "lam_nc", low=0)
-        if self.lam_nc > 0 and (self.sampler is None or not self.sampler.continuous):
-            raise ValueError("the non-crossing penalty of DSGD needs levels drawn from μ (a continuous sampler)")
+        if self.lam_nc > 0 and (self.sampler is None or self.sampler.output_features is None):
+            raise ValueError(
+                "the non-crossing penalty of DSGD needs a LevelSampler with output_features (φ'_Θ at its levels)"
+            )
 
     @property
     def np_dtype(self) -> np.dtype:
@@ -494,8 +502,8 @@ def sgd_steps(
     if not (math.isfinite(loss_sum) and np.isfinite(B).all()):
         raise FloatingPointError(
             f"DSGD diverged at step {t} (step_size={config.step_size:g}): the loss or B is not finite. "
-            f"Use a smaller step_size, e.g. {0.99 / (1.0 + lam):.3g} (always stable, MATH.md §5), "
-            "or a larger batch_size"
+            f"Use a smaller step_size, e.g. {0.99 / (1.0 + lam):.3g} (stable for every loss: rffor.solvers.dsgd's "
+            "module docstring), or a larger batch_size"
         )
     return SGDState(B, B_avg, t), loss_sum
 

@@ -1,7 +1,8 @@
 """Full-batch majorize–minimize passes for the random-feature model (MATH.md §5, (P_rf)).
 
-Every loss of the library is ``L = ½‖·‖² □ g`` (MATH.md §2), so its gradient is 1-Lipschitz in the μ_m norm and
-the square loss's Hessian majorises it: for any B, B',
+The curve losses are ``L = ½‖·‖² □ g`` (MATH.md §2), so their gradient is 1-Lipschitz in the μ_m norm and the
+square loss's Hessian majorises them (for the κ-smoothed pinball, whose curvature reaches ``max(θ, 1 − θ)/κ``, the
+metric doubling below restores the bound): for any B, B',
 
     J(B') ≤ J(B) + <∇J(B), B' − B> + ½ <B' − B, H (B' − B)>,     H = C_X ⊗ C_Θ + λ I               (MM)
 
@@ -16,8 +17,8 @@ For the square loss H is the exact Hessian and one step from anywhere is the clo
 - ``H⁻¹ V`` solves ``C_X X C_Θ + λ X = V`` in the eigenbases of C_X and C_Θ (:class:`SquareMetric`): the
   eigendecomposition of the closed form's C_X, made once per fit (no D_x³ step per pass), then ``O(D_x² D_θ)``.
 
-When C_X comes from a sample of rows (not all of them) the bound may fail along directions the sample
-under-represents: :func:`mm_step` then rejects the step (J would increase) and doubles the metric (``c H``), which
+When C_X comes from a sample of rows (not all of them), or the loss curves more than the square loss, the bound
+may fail: :func:`mm_step` then rejects the step (J would increase) and doubles the metric (``c H``), which
 costs no extra pass (the gradient at the current point is kept).
 """
 

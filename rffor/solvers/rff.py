@@ -860,9 +860,10 @@ def auto_step_size(C_theta: np.ndarray, lam: float, *, subsample: bool = False) 
     """A stable DSGD step η₀ (MATH.md §5).
 
     The Hessian of a step's objective is ``(1/b) Σ_i φ_X(x_i) φ_X(x_i)ᵀ ⊗ A_i + λ I`` with ``‖φ_X‖ = 1`` and
-    ``A_i = Φ_Θ,Sᵀ Φ_Θ,S / |S|`` over the entries S used for curve i (every loss is ``½‖·‖² □ g``, so its curvature
-    is at most the square loss's). For whole, fully observed curves ``A_i = C_Θ``, so ``η₀ = 0.99 / (‖C_Θ‖ + λ)``
-    is stable; for subsets (θ-subsampling) only ``‖A_i‖ ≤ max k_Θ(θ, θ) = 1`` holds, giving ``0.99 / (1 + λ)``.
+    ``A_i = Φ_Θ,Sᵀ Φ_Θ,S / |S|`` over the entries S used for curve i (the curve losses are ``½‖·‖² □ g``, so their
+    curvature is at most the square loss's; the pinball losses have gradients bounded by 1 entrywise, so the steps
+    stay bounded whatever their curvature: :mod:`rffor.solvers.dsgd`). For whole, fully observed curves
+    ``A_i = C_Θ``, so ``η₀ = 0.99 / (‖C_Θ‖ + λ)`` is stable; for subsets (θ-subsampling) only ``‖A_i‖ ≤ max k_Θ(θ, θ) = 1`` holds, giving ``0.99 / (1 + λ)``.
 
     Curves with few observed values can have ``‖A_i‖`` up to ``min(1, ‖C_Θ‖ m / m_i)``; minibatch averaging keeps
     the first rule stable in practice (measured: batches of 8 curves with a single observed value each were
@@ -1057,14 +1058,16 @@ def fit_rff(
     n_theta_samples : int or None
         s, levels sampled per step, integral losses only: grid columns (None: all observed), or with
         ``level_sampling`` levels drawn from μ (None: 8). A step then costs O(b·s·D_θ) instead of O(b·m·D_θ).
-    level_sampling : {"uniform", "sobol", "gauss-legendre"} or None, default None
+    level_sampling : {"uniform", "sobol", "gauss-legendre", "grid"} or None, default None
         Scalar targets seen as constant curves (``data`` a :class:`rffor.chunked.ExpandedTargets`): DSGD steps draw
         their levels from μ anywhere in [0, 1] (:class:`rffor.solvers.dsgd.LevelSampler`) and read the scalar
-        targets; the warm start and MM passes use the grid of ``data``. None: grid columns (``n_theta_samples``).
+        targets; the warm start and MM passes use the grid of ``data``. "grid": s of the grid's levels per step
+        (joint quantile regression at given levels), with the non-crossing penalty available there too. None:
+        grid columns (``n_theta_samples``), no penalty.
     offset : NormalOffset or None
         With ``level_sampling``: the intercept curve b of the targets ``y − b(θ)`` (and b' for the penalty).
     lam_nc : float, default 0
-        λ_nc of the non-crossing penalty at the drawn levels (``level_sampling`` and DSGD only).
+        λ_nc of the non-crossing penalty at the step's levels (``level_sampling`` and DSGD only).
     init_shift : ndarray of shape (m,), optional
         The closed-form warm start fits ``Y + init_shift`` (quantile functions: ``b(θ_j) − b(½)``, so that the start
         is the marginal quantile function shifted by the conditional location, not a flat curve at the mean).
@@ -1182,8 +1185,8 @@ def fit_rff(
     if level_sampling is not None:
         from ..levels import LEVEL_SAMPLING
 
-        check_choice(level_sampling, "level_sampling", set(LEVEL_SAMPLING))
-        if not hasattr(data, "base"):
+        check_choice(level_sampling, "level_sampling", {"grid", *LEVEL_SAMPLING})
+        if level_sampling != "grid" and not hasattr(data, "base"):
             raise ValueError(
                 "level_sampling draws levels anywhere in [0, 1]: data must be scalar targets seen on a grid "
                 "(rffor.chunked.ExpandedTargets)"
