@@ -44,8 +44,8 @@ Three parts, each saved to its own results JSON and assembled into the ``quantil
 
 Usage::
 
-    python benchmarks/quantiles.py table              # 20 splits × 8 datasets: ~12 h of one core here (crabs,
-                                                      # cpus, birthwt, BostonHousing 6-9 min a split, others < 2)
+    python benchmarks/quantiles.py table              # 20 splits × 8 datasets: 3.5 h of one core here on a
+                                                      # quiet machine (2026-11-27), up to 3x that under load
     python benchmarks/quantiles.py toy
     python benchmarks/quantiles.py table --quick      # 1 split, 2 datasets
     python benchmarks/quantiles.py --report-only
@@ -638,20 +638,35 @@ def _table_block(data: dict) -> str:
 
 
 def _commands(parts: dict) -> str:
-    """Every run's command line (table shards, toy, scale), in the order of the parts."""
-    seen, lines = set(), []
+    """Every run's command line (table shards, toy, scale), in the order of the parts; commands that differ only by
+    ``--splits`` (a loop adding one split per dataset per command) are one line."""
+    groups: dict[tuple, list] = {}
     for key, part in parts.items():
         for argv in part.get("argvs", [part.get("argv")]):
-            if argv and tuple(argv) not in seen:
-                seen.add(tuple(argv))
-                cmd = " ".join(["python", "benchmarks/quantiles.py", *argv[1:]])
-                lines.append(f"- {key}: `{cmd}`")
+            if not argv:
+                continue
+            argv = list(argv[1:])
+            k = argv.index("--splits") + 1 if "--splits" in argv else None
+            splits = argv[k] if k else None
+            if k:
+                argv[k] = "K"
+            values = groups.setdefault((key, tuple(argv)), [])
+            if splits not in values:
+                values.append(splits)
+    lines = []
+    for (key, argv), values in groups.items():
+        cmd = " ".join(["python", "benchmarks/quantiles.py", *argv])
+        if len(values) == 1:
+            cmd = cmd.replace(" --splits K", f" --splits {values[0]}")
+            lines.append(f"- {key}: `{cmd}`")
+        else:
+            lines.append(f"- {key}: `{cmd}` for K = {', '.join(values)} (one more split per dataset each)")
     return "\n".join(lines)
 
 
 def report(parts: dict, info: dict, argv) -> str:
     lines = ["### Quantile regression over all levels (issue 14)", "", provenance(info, argv), ""]
-    lines += ["Runs (table shards on disjoint data, in parallel at low priority):", "", _commands(parts), ""]
+    lines += ["Runs (table shards on disjoint datasets or splits, two at a time in parallel at low priority):", "", _commands(parts), ""]
     if "table" in parts:
         lines += ["#### Thesis 003 Table 5.1's protocol", "", _table_block(parts["table"]), ""]
     if "toy" in parts:
