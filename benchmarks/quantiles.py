@@ -666,7 +666,12 @@ def _commands(parts: dict) -> str:
 
 def report(parts: dict, info: dict, argv) -> str:
     lines = ["### Quantile regression over all levels (issue 14)", "", provenance(info, argv), ""]
-    lines += ["Runs (table shards on disjoint datasets or splits, two at a time in parallel at low priority):", "", _commands(parts), ""]
+    lines += [
+        "Runs (table shards on disjoint datasets or splits, two at a time in parallel at low priority):",
+        "",
+        _commands(parts),
+        "",
+    ]
     if "table" in parts:
         lines += ["#### Thesis 003 Table 5.1's protocol", "", _table_block(parts["table"]), ""]
     if "toy" in parts:

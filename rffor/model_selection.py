@@ -11,7 +11,8 @@ two decades in that direction, a loss parameter at an end of its grid by one mor
 times). The winner is refitted on all rows.
 
 For the random-feature solver, use ``FunctionalRegressor(solver="rff", lam="auto")``: the same rule on one held-out
-split, with every λ fitted in the same passes over the data (:mod:`rffor.solvers.selection`).
+split, with every λ fitted in the same passes over the data (:mod:`rffor.solvers.selection`). Quantile functions:
+``QuantileFunctionRegressorCV(solver="rff")`` fits the random-feature estimator on every fold for every candidate.
 """
 
 from __future__ import annotations
@@ -145,11 +146,7 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
         -------
         self
         """
-        if self.solver not in EXACT_SOLVERS:
-            raise ValueError(
-                f"solver must be one of {sorted(EXACT_SOLVERS)} (for solver='rff' use "
-                f"FunctionalRegressor(lam='auto')), got {self.solver!r}"
-            )
+        self._check_solver()
         X, Y, theta = self._validate(X, y, theta)
         base_loss = self._base_loss()
         params = self._params(base_loss)
@@ -216,6 +213,13 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
                     table.setdefault((p, lam), []).append(self._fold_score(fold, problem, res.coef, loss))
 
     # ---- what differs between curve targets and quantile functions (QuantileFunctionRegressorCV overrides it)
+    def _check_solver(self) -> None:
+        if self.solver not in EXACT_SOLVERS:
+            raise ValueError(
+                f"solver must be one of {sorted(EXACT_SOLVERS)} (for solver='rff' use "
+                f"FunctionalRegressor(lam='auto')), got {self.solver!r}"
+            )
+
     def _base_loss(self) -> Loss:
         return Square() if self.loss is None else self.loss
 
@@ -264,11 +268,18 @@ class QuantileFunctionRegressorCV(FunctionalRegressorCV):
     cross-validation, with :class:`FunctionalRegressorCV`'s path: one eigendecomposition of each fold's K_X for
     every candidate, each solve warm-started at the previous (larger) λ's dual, a grid edge extended.
 
+    ``solver="rff"`` (in-memory data beyond the exact solvers' reach) fits every candidate on every fold with the
+    random-feature estimator (DSGD with sampled levels; ``rff_params`` and ``random_state`` as in
+    :class:`~rffor.QuantileFunctionRegressor`, the same features for every candidate) under the same rule and
+    edge extensions: K × (grid size) fits, no warm start.
+
     A candidate's fold score is the pinball loss of the validation targets averaged over the training levels,
     ``(1/n_va) Σ_i (1/m) Σ_j ρ_θj(y_i − q(x_i)(θ_j))`` (the integral pinball loss; the model itself, penalty not
     included, offset fitted on the fold's training rows), or over ``score_levels`` when given. Parameters are
     :class:`FunctionalRegressorCV`'s and the quantile estimator's (``levels``, ``noncrossing``, ``offset``,
-    ``rearrange``); ``loss`` defaults to ``Pinball()``.
+    ``rearrange``); ``loss`` defaults to ``Pinball()``; ``solver`` may also be "rff", with ``rff_params`` (dict,
+    default None) the other :class:`~rffor.QuantileFunctionRegressor` parameters of its fits (``n_features_x``,
+    ``n_epochs``, ``batch_size``, ...; not ``lam``, chosen here).
 
     Attributes
     ----------
@@ -297,6 +308,7 @@ class QuantileFunctionRegressorCV(FunctionalRegressorCV):
         max_extensions: int = 3,
         random_state: int = 0,
         score_levels=None,
+        rff_params: dict | None = None,
     ):
         super().__init__(
             loss, lams=lams, loss_params=loss_params, cv=cv, kernel_x=kernel_x, kernel_theta=kernel_theta,
@@ -307,6 +319,23 @@ class QuantileFunctionRegressorCV(FunctionalRegressorCV):
         self.offset = offset
         self.rearrange = rearrange
         self.score_levels = score_levels
+        self.rff_params = rff_params
+
+    def _check_solver(self) -> None:
+        if self.solver == "rff":
+            from .quantile import QuantileFunctionRegressor
+
+            allowed = set(QuantileFunctionRegressor().get_params()) - set(self.get_params()) - {"lam"}
+            bad = sorted(set(self.rff_params or {}) - allowed)
+            if bad:
+                raise ValueError(
+                    f"rff_params: {bad} are not QuantileFunctionRegressor parameters this class does not set "
+                    f"itself (allowed: {sorted(allowed)})"
+                )
+            return
+        if self.rff_params:
+            raise ValueError(f"rff_params is for solver='rff', got solver={self.solver!r}")
+        super()._check_solver()
 
     def _base_loss(self) -> Loss:
         from .losses import Pinball
@@ -316,11 +345,12 @@ class QuantileFunctionRegressorCV(FunctionalRegressorCV):
     def _estimator(self, loss: Loss, lam: float, kernel_x=None):
         from .quantile import QuantileFunctionRegressor
 
+        rff = dict(self.rff_params or {}, random_state=self.random_state) if self.solver == "rff" else {}
         return QuantileFunctionRegressor(
             loss, levels=self.levels, kernel_x=kernel_x if kernel_x is not None else self.kernel_x,
             kernel_theta=self.kernel_theta, lam=lam,
             noncrossing=self.noncrossing, offset=self.offset, rearrange=self.rearrange, solver=self.solver,
-            tol=self.tol, max_iter=self.max_iter,
+            tol=self.tol, max_iter=self.max_iter, **rff,
         )  # fmt: skip
 
     def _validate(self, X, y, theta):
@@ -340,6 +370,8 @@ class QuantileFunctionRegressorCV(FunctionalRegressorCV):
         offset = NormalOffset.fit(y[tr]) if self.offset == "normal" else None
         base = np.zeros(len(levels)) if offset is None else offset(levels)
         score_levels = levels if self.score_levels is None else check_levels(self.score_levels, "score_levels")
+        if self.solver == "rff":  # no Gram matrices: every candidate is a fit of the estimator (_evaluate)
+            return {"X_tr": X[tr], "y_tr": y[tr], "X_va": X[va], "y_va": y[va], "kx": kx, "score_levels": score_levels}
         anchors = levels if self.noncrossing > 0 else np.empty(0)
         K_tr = kx.gram(X[tr])
         return {
@@ -349,6 +381,20 @@ class QuantileFunctionRegressorCV(FunctionalRegressorCV):
             "score_levels": score_levels, "G": output_columns(kt, levels, anchors, score_levels),
             "score_base": np.zeros(len(score_levels)) if offset is None else offset(score_levels),
         }  # fmt: skip
+
+    def _evaluate(self, todo, base_loss, per_fold, table) -> None:
+        """rff: each candidate fitted on each fold's training rows, scored like the exact path (the model itself
+        at the score levels); the exact solvers: :meth:`FunctionalRegressorCV._evaluate`'s warm-started path."""
+        if self.solver != "rff":
+            return super()._evaluate(todo, base_loss, per_fold, table)
+        from .metrics import pinball_loss
+
+        for p, lam in sorted(todo, key=lambda k: (-np.inf if k[0] is None else k[0], -k[1])):
+            loss = base_loss if p is None else base_loss.with_param(p)
+            for fold in per_fold:
+                est = self._estimator(loss, lam, kernel_x=fold["kx"]).fit(fold["X_tr"], fold["y_tr"])
+                Q = est.predict_raw(fold["X_va"], fold["score_levels"])
+                table.setdefault((p, lam), []).append(pinball_loss(fold["y_va"], Q, fold["score_levels"], average=True))
 
     def _fold_problem(self, fold: dict, lam: float, loss: Loss) -> DualProblem:
         from .solvers.noncrossing import noncrossing_problem

@@ -169,6 +169,35 @@ def test_cv_path_equals_separate_fits_on_the_same_folds():
     np.testing.assert_allclose(cv.predict(X[:5], TAU), ref.predict(X[:5], TAU), atol=1e-10)
 
 
+def test_cv_with_random_features_equals_separate_fits_and_extends_its_grid():
+    """solver="rff": each candidate's fold score is that of the random-feature estimator fitted on the fold (same
+    random_state, same k_X), the λ grid is extended past a winning end, and the refit is the estimator at the
+    selected λ on all rows."""
+    X, y, _ = sine(1500, 21)
+    rff = {"n_features_x": 100, "n_epochs": 5}
+    cv = QuantileFunctionRegressorCV(lams=[1e-1, 1e-2], cv=3, levels=10, solver="rff", rff_params=rff,
+                                     kernel_x=Gaussian(10.0), kernel_theta=Gaussian(10.0)).fit(X, y)  # fmt: skip
+    # 1e-2 is too strong here: two extensions down, to an interior minimum (measured at 1e-5)
+    assert cv.extensions_ == ["λ down: 1e-03, 1e-04", "λ down: 1e-05, 1e-06"] and not cv.at_edge_
+    assert 1e-6 < cv.lam_ < 1e-2
+    folds = list(KFold(3, shuffle=True, random_state=0).split(X))
+    for lam, score in zip(cv.cv_results_["lam"], cv.cv_results_["mean_score"], strict=True):
+        scores = []
+        for tr, va in folds:
+            est = QuantileFunctionRegressor(levels=10, lam=lam, solver="rff", random_state=0, kernel_x=Gaussian(10.0),
+                                            kernel_theta=Gaussian(10.0), **rff).fit(X[tr], y[tr])  # fmt: skip
+            scores.append(pinball_loss(y[va], est.predict_raw(X[va], est.levels_), est.levels_, average=True))
+        assert score == pytest.approx(np.mean(scores), rel=1e-12)
+    assert cv.lam_ == cv.cv_results_["lam"][int(np.argmin(cv.cv_results_["mean_score"]))]
+    ref = QuantileFunctionRegressor(levels=10, lam=cv.lam_, solver="rff", random_state=0, kernel_x=Gaussian(10.0),
+                                    kernel_theta=Gaussian(10.0), **rff).fit(X, y)  # fmt: skip
+    np.testing.assert_array_equal(cv.predict(X[:5], TAU), ref.predict(X[:5], TAU))
+    with pytest.raises(ValueError, match="rff_params"):
+        QuantileFunctionRegressorCV(solver="rff", rff_params={"lam": 1.0}).fit(X, y)
+    with pytest.raises(ValueError, match="rff_params"):
+        QuantileFunctionRegressorCV(rff_params={"n_epochs": 2}).fit(X, y)
+
+
 def test_quantile_metrics_against_their_definitions(rng):
     y = rng.standard_normal(50)
     Q = np.sort(rng.standard_normal((50, 5)), axis=1)

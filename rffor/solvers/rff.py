@@ -863,7 +863,8 @@ def auto_step_size(C_theta: np.ndarray, lam: float, *, subsample: bool = False) 
     ``A_i = Φ_Θ,Sᵀ Φ_Θ,S / |S|`` over the entries S used for curve i (the curve losses are ``½‖·‖² □ g``, so their
     curvature is at most the square loss's; the pinball losses have gradients bounded by 1 entrywise, so the steps
     stay bounded whatever their curvature: :mod:`rffor.solvers.dsgd`). For whole, fully observed curves
-    ``A_i = C_Θ``, so ``η₀ = 0.99 / (‖C_Θ‖ + λ)`` is stable; for subsets (θ-subsampling) only ``‖A_i‖ ≤ max k_Θ(θ, θ) = 1`` holds, giving ``0.99 / (1 + λ)``.
+    ``A_i = C_Θ``, so ``η₀ = 0.99 / (‖C_Θ‖ + λ)`` is stable; for subsets (θ-subsampling) only
+    ``‖A_i‖ ≤ max k_Θ(θ, θ) = 1`` holds, giving ``0.99 / (1 + λ)``.
 
     Curves with few observed values can have ``‖A_i‖`` up to ``min(1, ‖C_Θ‖ m / m_i)``; minibatch averaging keeps
     the first rule stable in practice (measured: batches of 8 curves with a single observed value each were
