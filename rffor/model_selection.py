@@ -270,7 +270,7 @@ class QuantileFunctionRegressorCV(FunctionalRegressorCV):
 
     ``solver="rff"`` (in-memory data beyond the exact solvers' reach) fits every candidate on every fold with the
     random-feature estimator (DSGD with sampled levels; ``rff_params`` and ``random_state`` as in
-    :class:`~rffor.QuantileFunctionRegressor`, the same features for every candidate) under the same rule and
+    :class:`~rffor.QuantileFunctionRegressor`, the same features for every candidate of a fold) under the same rule and
     edge extensions: K × (grid size) fits, no warm start.
 
     A candidate's fold score is the pinball loss of the validation targets averaged over the training levels,

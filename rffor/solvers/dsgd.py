@@ -49,7 +49,7 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -200,6 +200,8 @@ class LevelSampler:
     method: str = "grid"
     output_features: Any = None
     offset: Any = None
+    # grid mode with the penalty: φ'_Θ and b' on the whole grid, computed at the first draw (the grid is fixed)
+    _grid_derivative: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         from ..levels import LEVEL_SAMPLING
@@ -256,7 +258,14 @@ class LevelSampler:
                 weights=weights,
                 shift=np.zeros(len(theta)) if self.offset is None else self.offset(theta),
             )
-        if derivative:
+        if derivative and draw.cols is not None:
+            if self._grid_derivative is None:
+                g = np.asarray(grid, dtype=np.float64)
+                slope = np.zeros(len(g)) if self.offset is None else self.offset.slope(g)
+                self._grid_derivative = (np.asarray(phi.derivative(g), dtype=dtype), slope)
+            dphi, slope = self._grid_derivative
+            draw.dPhi, draw.slope = dphi[draw.cols], slope[draw.cols]
+        elif derivative:
             draw.dPhi = np.asarray(phi.derivative(theta), dtype=dtype)
             draw.slope = np.zeros(len(theta)) if self.offset is None else self.offset.slope(theta)
         return draw
