@@ -55,8 +55,15 @@ __all__ = [
     "RULES",
     "Selection",
     "add_common_args",
+    "args_record",
+    "run_args",
+    "run_line",
+    "paired_verdict",
+    "best_and_ties",
     "cv_select_widening",
     "select_widening",
+    "selection_score",
+    "choose_by_cv",
     "edge_counts",
     "format_grid",
     "widening_text",
@@ -133,6 +140,7 @@ def machine_info(n_threads: int | None = None) -> dict:
         "memory_gib": round(mem_gib, 1),
         "load_avg_1_5_15": [round(x, 2) for x in load],
         "blas_threads": n_threads,
+        "nice": os.nice(0),
         "python": platform.python_version(),
         "numpy": np.__version__,
         "scipy": scipy.__version__,
@@ -157,11 +165,99 @@ def provenance(info: dict, argv: Sequence[str] | None = None, *, load_end: Seque
     return (
         f"Command: `{cmd}`  \n"
         f"Machine: {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB, shared with other jobs "
-        f"(load average 1/5/15 min: {load}); BLAS threads: {info['blas_threads']}; "
+        f"(load average 1/5/15 min: {load}); BLAS threads: {info['blas_threads']}"
+        + (f", CPU priority nice {info['nice']}" if info.get("nice") is not None else "")
+        + "; "
         f"Python {info['python']}, NumPy {info['numpy']}, SciPy {info['scipy']}, scikit-learn "
         f"{info['scikit-learn']}, rffor {info['rffor']}.  \n"
         f"Date: {info['date']}."
     )
+
+
+def args_record(args) -> dict:
+    """A run's parsed arguments (``vars(args)``, after any ``--quick`` overrides) as JSON values, for its results
+    file: what a report rebuilt later (``--report-only``) must state instead of its own invocation's defaults."""
+    out = {}
+    for k, v in vars(args).items():
+        if isinstance(v, Path):
+            v = str(v)
+        elif isinstance(v, (list, tuple)):
+            v = [str(x) if isinstance(x, Path) else x for x in v]
+        out[k] = v
+    return out
+
+
+def run_args(run: dict, parser) -> dict:
+    """The arguments of the run that wrote the results ``run`` (a results file's dict, or one entry of its list of
+    runs): its recorded ``args`` (:func:`args_record`; older files stored them as strings, read back here), else its
+    recorded ``argv`` parsed again by the script's ``parser`` (arguments it did not give then take today's defaults).
+
+    Raises
+    ------
+    ValueError
+        If ``run`` records neither ``args`` nor ``argv``: a report cannot say what the run was given.
+    """
+    import ast
+
+    if run.get("args") is not None:
+        out = {}
+        for k, v in run["args"].items():
+            if isinstance(v, str):
+                try:
+                    v = ast.literal_eval(v)
+                except (ValueError, SyntaxError):
+                    pass
+            out[k] = v
+        return out
+    if run.get("argv"):
+        return vars(parser.parse_args(list(run["argv"][1:])))
+    raise ValueError("run must record its 'args' or its 'argv' (a results file saved by the script)")
+
+
+def run_line(run: dict) -> str:
+    """One line for a run of a merged report: its command, BLAS threads, CPU priority, date and load at its start."""
+    info = run.get("info", {})
+    cmd = " ".join(["python", *map(shlex.quote, run.get("argv") or ["?"])])
+    nice = info.get("nice")
+    load = info.get("load_avg_1_5_15")
+    return (
+        f"`{cmd}` (BLAS threads {info.get('blas_threads', '?')}"
+        + (f", nice {nice}" if nice is not None else "")
+        + f"; {info.get('date', '?')}"
+        + (f"; load average 1/5/15 min at its start {'/'.join(f'{x:g}' for x in load)}" if load else "")
+        + ")"
+    )
+
+
+def paired_verdict(a: Sequence[float], b: Sequence[float]) -> str:
+    """The verdict "better", "worse" or "tie" for scores ``a`` against ``b`` (lower is better) on the same draws
+    (splits): the mean of the paired differences a − b against its standard error (sample standard deviation /
+    √draws); a mean difference within one standard error is a tie.
+
+    Raises
+    ------
+    ValueError
+        If ``a`` and ``b`` do not have the same length ≥ 2 or hold non-finite values.
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.ndim != 1 or a.size < 2 or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        raise ValueError(f"a and b must be finite scores on the same ≥ 2 draws, got shapes {a.shape}, {b.shape}")
+    d = a - b
+    se = d.std(ddof=1) / math.sqrt(d.size)
+    mean = d.mean()
+    if mean < -se:
+        return "better"
+    if mean > se:
+        return "worse"
+    return "tie"
+
+
+def best_and_ties(scores: dict[str, Sequence[float]]) -> tuple[str, set[str]]:
+    """The method of lowest mean score and every method tied with it (:func:`paired_verdict`: its mean paired
+    difference to the best within one standard error). ``scores``: ``{method: scores on the same draws}``."""
+    means = {k: float(np.mean(v)) for k, v in scores.items()}
+    best = min(means, key=means.get)
+    return best, {k for k, v in scores.items() if k != best and paired_verdict(v, scores[best]) == "tie"}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -520,6 +616,26 @@ def select_widening(
         scores=agg,
         fold_scores=fold,
     )
+
+
+def selection_score(sel: Selection, rule: str) -> float:
+    """The score (reduced over the folds) of ``rule``'s selected candidate: what a choice between separately
+    selected models (e.g. one per loss, on the same folds and rule) compares, as any other hyperparameter."""
+    return float(sel.scores[rule][tuple(sel.best[rule][a] for a in sel.grids)])
+
+
+def choose_by_cv(scores: dict[str, float]) -> str:
+    """The key of the lowest validation score (the first in order on ties); a choice made on held-out data only.
+
+    Raises
+    ------
+    ValueError
+        If ``scores`` is empty or no score is finite.
+    """
+    finite = {k: v for k, v in scores.items() if np.isfinite(v)}
+    if not finite:
+        raise ValueError(f"scores must hold at least one finite validation score, got {scores}")
+    return min(finite, key=finite.get)
 
 
 def _grids_text(grids: dict) -> str:
