@@ -39,6 +39,7 @@ __all__ = [
     "as_data",
     "chunk_rows",
     "partition_chunks",
+    "spread_chunks",
     "PROTOCOL",
 ]
 
@@ -76,6 +77,14 @@ def partition_chunks(n_chunks: int, n_partitions: int) -> list[list[int]]:
         sizes[-1] = q + 1
     bounds = np.concatenate([[0], np.cumsum(sizes)]).tolist()
     return [list(range(a, b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def spread_chunks(data, max_rows: int) -> list[int]:
+    """Evenly spread chunk ids holding about ``max_rows`` rows (all chunks if there are fewer rows): the rows of a
+    warm start, of a covariance or of a subsampled selection, spread over the data and so over its partitions."""
+    k = data.n_chunks
+    want = min(k, max(1, -(-max_rows // data.chunk_rows)))
+    return sorted(set(np.linspace(0, k - 1, want).round().astype(int).tolist()))
 
 
 def chunk_rows(data, i: int) -> int:

@@ -130,19 +130,6 @@ def _seed_tuple(seed) -> int | tuple[int, ...]:
     return int(seed) if isinstance(seed, numbers.Integral) else tuple(int(s) for s in seed)
 
 
-def _orthogonal_gaussian_frequencies(h: int, dim: int, gamma: float, rng: np.random.Generator) -> np.ndarray:
-    """h frequencies of ORF (Yu et al. 2016) for ``exp(−γ‖x − z‖²)``: ceil(h / dim) blocks ``Q_b diag(ℓ_b)`` with
-    Q_b the orthogonal factor of a dim × dim Gaussian matrix (signs fixed by R's diagonal, so Q_b is Haar) and
-    ℓ_b chi(dim) lengths, times ``sqrt(2γ)``; returns (dim, h), float64."""
-    blocks = []
-    for _ in range(-(-h // dim)):
-        Q, R = np.linalg.qr(rng.standard_normal((dim, dim)))
-        Q *= np.sign(np.diag(R))[None, :]
-        lengths = np.sqrt(rng.chisquare(dim, size=dim))
-        blocks.append(Q * lengths[None, :])
-    return np.concatenate(blocks, axis=1)[:, :h] * np.sqrt(2.0 * gamma)
-
-
 def _check_kernel(kernel, name: str) -> Kernel:
     if not isinstance(kernel, Kernel):
         raise TypeError(f"{name} must be an rffor.kernels.Kernel (Gaussian, Laplacian), got {kernel!r}")
@@ -185,7 +172,7 @@ class RandomFourierFeatures:
     def __init__(self, kernel: Kernel, n_features: int, dim: int, seed: Seed, dtype=np.float32, orthogonal=False):
         self.kernel = _check_kernel(kernel, "kernel")
         self.orthogonal = bool(orthogonal)
-        if self.orthogonal and getattr(self.kernel, "name", None) != "gaussian":
+        if self.orthogonal and not self.kernel.has_orthogonal_features:
             raise ValueError(f"orthogonal random features are for the Gaussian kernel, got {self.kernel!r}")
         self.n_features = check_int(n_features, "n_features", 2)
         if self.n_features % 2:
@@ -203,7 +190,7 @@ class RandomFourierFeatures:
             rng = np.random.default_rng(seed_sequence(self.seed))
             h = self.n_features // 2
             if self.orthogonal:
-                W = _orthogonal_gaussian_frequencies(h, self.dim, self.kernel.gamma, rng)
+                W = self.kernel.orthogonal_frequencies(h, self.dim, rng)
             else:
                 W = self.kernel.sample_frequencies(h, self.dim, rng)
             self._W = np.ascontiguousarray(W, dtype=self.dtype)
@@ -677,7 +664,7 @@ def make_output_features(
     theta_grid : array-like of shape (m,) or (m, p)
         Training grid (its dimension p sets the dimension of random output features).
     n_features : int, optional
-        "rff" only: D_θ (even). Default 200.
+        "rff" only: D_θ (even); required.
     tol : float, default :data:`DEFAULT_OUTPUT_RANK_TOL`
         "exact" only: relative eigenvalue threshold.
     seed : int or tuple of ints, default 0
@@ -692,7 +679,7 @@ def make_output_features(
         return ExactOutputFactor(kernel_theta, theta_grid, tol=tol, dtype=dtype)
     if kind == "rff":
         grid = as_2d_points(np.asarray(theta_grid, dtype=np.float64), "theta_grid")
-        return RandomOutputFeatures(
-            kernel_theta, 200 if n_features is None else n_features, seed, dtype=dtype, dim=grid.shape[1]
-        )
+        if n_features is None:
+            raise ValueError("random output features need n_features (D_θ)")
+        return RandomOutputFeatures(kernel_theta, n_features, seed, dtype=dtype, dim=grid.shape[1])
     raise ValueError(f"output_features must be 'exact' or 'rff', got {kind!r}")

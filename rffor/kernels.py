@@ -6,6 +6,7 @@ serves the exact solvers (``gram``) and the random-feature solver (``sample_freq
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,9 +46,17 @@ class Kernel:
 
     gamma: float = 1.0
     name = "kernel"
+    #: the bandwidth a selection may walk along (``kernel_theta_params``); :meth:`with_param` sets it
+    param_name = "gamma"
+    #: whether :meth:`orthogonal_frequencies` is available (orthogonal random features)
+    has_orthogonal_features = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gamma", check_real(self.gamma, "gamma", low=0, low_open=True))
+
+    def with_param(self, value: float) -> Kernel:
+        """The same kernel with its bandwidth :attr:`param_name` set to ``value``."""
+        return dataclasses.replace(self, **{self.param_name: float(value)})
 
     def gram(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
         """Gram matrix ``K[i, j] = k(A[i], B[j])``.
@@ -99,6 +108,11 @@ class Kernel:
         """
         raise NotImplementedError  # pragma: no cover - abstract
 
+    def orthogonal_frequencies(self, n_frequencies: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+        """Frequencies of orthogonal random features (Yu et al. 2016), shape (dim, n_frequencies): a capability of
+        kernels whose spectral law is rotation invariant with a known radial law (the Gaussian)."""
+        raise ValueError(f"orthogonal random features are for the Gaussian kernel, got {self!r}")
+
     def to_spec(self) -> dict:
         return {"name": self.name, "gamma": self.gamma}
 
@@ -108,6 +122,7 @@ class Gaussian(Kernel):
     """Gaussian kernel ``k(x, z) = exp(−γ ‖x − z‖₂²)``; spectral law N(0, 2γ I_d)."""
 
     name = "gaussian"
+    has_orthogonal_features = True
 
     def _gram(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         # ||a||^2 + ||b||^2 - 2ab via BLAS is far faster than cdist for large d
@@ -126,6 +141,24 @@ class Gaussian(Kernel):
 
     def sample_frequencies(self, n_frequencies: int, dim: int, rng: np.random.Generator) -> np.ndarray:
         return rng.standard_normal((dim, n_frequencies)) * np.sqrt(2.0 * self.gamma)
+
+    def orthogonal_frequencies(self, n_frequencies: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+        """Frequencies of orthogonal random features (Yu et al. 2016): ceil(h / dim) blocks ``Q_b diag(ℓ_b)`` with
+        Q_b the orthogonal factor of a dim × dim Gaussian matrix (signs fixed by R's diagonal, so Q_b is Haar) and
+        ℓ_b chi(dim) lengths, times ``sqrt(2γ)``: every frequency has the spectral law N(0, 2γ I), and those of a
+        block are orthogonal.
+
+        Returns
+        -------
+        W : ndarray of shape (dim, n_frequencies), float64
+        """
+        blocks = []
+        for _ in range(-(-n_frequencies // dim)):
+            Q, R = np.linalg.qr(rng.standard_normal((dim, dim)))
+            Q *= np.sign(np.diag(R))[None, :]
+            lengths = np.sqrt(rng.chisquare(dim, size=dim))
+            blocks.append(Q * lengths[None, :])
+        return np.concatenate(blocks, axis=1)[:, :n_frequencies] * np.sqrt(2.0 * self.gamma)
 
 
 @dataclass(frozen=True)

@@ -132,6 +132,17 @@ class Loss:
         or None."""
         return None
 
+    @property
+    def is_smooth(self) -> bool:
+        """Whether the loss has a Lipschitz gradient, so that the square loss's Hessian (times a constant that
+        majorize–minimize passes find by doubling) majorises it (:mod:`rffor.solvers.mm`)."""
+        return True
+
+    @property
+    def has_irls_weights(self) -> bool:
+        """Whether :meth:`irls_weights` offers weights (iteratively reweighted least squares warm starts)."""
+        return False
+
     def with_param(self, value: float) -> Loss:
         """The same loss with its hyperparameter :attr:`param_name` set to ``value``."""
         if self.param_name is None:
@@ -295,6 +306,10 @@ class Huber(Loss):
     def param_name(self) -> str:
         return "kappa"
 
+    @property
+    def has_irls_weights(self) -> bool:
+        return not math.isinf(self.kappa)
+
     def irls_weights(self, R):
         """``w_i = <∇L(r_i), r_i> / <∇½‖r_i‖², r_i>`` (MATH.md §5 gradients): ``min(1, κ/‖r_i‖)`` for H_κ^2 (a
         majoriser: reweighted closed forms decrease the objective monotonically) and, for H_κ^1, a curve's average
@@ -447,6 +462,11 @@ class Pinball(Loss):
         """The parameter model selection varies: ε if it is non-zero, else κ if it is, else none (a walk by factors
         cannot leave 0: pass ``Pinball(epsilon=...)`` or ``Pinball(kappa=...)`` to say which to choose)."""
         return "epsilon" if self.epsilon > 0 else ("kappa" if self.kappa > 0 else None)
+
+    @property
+    def is_smooth(self) -> bool:
+        """Only the κ-smoothed pinball (κ > 0): the plain one has a kink at every level."""
+        return self.kappa > 0
 
     @staticmethod
     def _levels(theta, m: int) -> np.ndarray:

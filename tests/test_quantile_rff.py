@@ -227,7 +227,7 @@ def test_level_sampling_options_are_checked():
     from rffor.solvers.rff import fit_rff
 
     X, y, _ = sine(40, 6)
-    with pytest.raises(ValueError, match="ExpandedTargets"):
+    with pytest.raises(ValueError, match="QuantileLevels"):
         fit_rff((X, y[:, None]), loss=Pinball(), kernel_x=Gaussian(1.0), kernel_theta=Gaussian(1.0), lam=1e-3,
                 level_sampling="uniform")  # fmt: skip
     with pytest.raises(ValueError, match="output_features"):

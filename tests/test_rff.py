@@ -18,22 +18,16 @@ from rffor.executor import SerialExecutor
 from rffor.features import ExactOutputFactor, RandomFourierFeatures
 from rffor.kernels import Gaussian, Laplacian
 from rffor.losses import EpsilonInsensitive, Huber, Square
+from rffor.outputs import output_gram
+from rffor.settings import RFSettings
 from rffor.solvers.closed_form import sylvester_kernel
 from rffor.solvers.dsgd import SGDState
-from rffor.solvers.rff import (
-    FeatureSums,
-    FitMaps,
-    RoundPlan,
-    average_states,
-    closed_form_from_sums,
-    feature_sums,
-    fit_rff,
-    make_feature_maps,
-    objective,
-    output_gram,
-    reweighted_closed_form,
-    square_objective_from_sums,
-)
+from rffor.solvers.maps import FitMaps, make_feature_maps
+from rffor.solvers.prediction import objective
+from rffor.solvers.rff import fit_rff
+from rffor.solvers.round_plan import RoundPlan, average_states
+from rffor.solvers.sums import FeatureSums, closed_form_from_sums, feature_sums, square_objective_from_sums
+from rffor.solvers.warm_start import reweighted_closed_form
 
 # one BLAS thread: on a busy 2-core machine OpenBLAS threads spin-wait (an eigh of 1000 x 1000 took 14 s, not 0.15)
 pytestmark = pytest.mark.usefixtures("single_blas_thread")
@@ -295,7 +289,10 @@ def test_one_partition_rounds_replay(synth):
 
 
 def _maps(data, dtype="float32"):
-    return make_feature_maps(data.d, data.theta, 0, kernel_x=KX, kernel_theta=KT, n_features_x=100, dtype=dtype)
+    """``(φ_X, φ_Θ, Φ_Θ, C_Θ)`` as fit_rff builds them for random Fourier features."""
+    settings = RFSettings(n_features_x=100, input_features="rff", dtype=dtype)
+    phi_x, out = make_feature_maps(data.d, data.theta, 0, kernel_x=KX, kernel_theta=KT, settings=settings)
+    return phi_x, out.features, out.Phi_theta, out.C_theta
 
 
 def _warm_start(data, loss):

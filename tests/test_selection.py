@@ -14,7 +14,8 @@ from rffor.datasets import add_outliers, make_synthetic
 from rffor.kernels import Gaussian
 from rffor.losses import EpsilonInsensitive, Huber, Square
 from rffor.metrics import curve_mse
-from rffor.solvers.rff import fit_rff, objective
+from rffor.solvers.prediction import objective
+from rffor.solvers.rff import fit_rff
 
 pytestmark = pytest.mark.usefixtures("single_blas_thread")
 
@@ -353,11 +354,11 @@ def test_output_kernel_params_are_validated(corrupted):
 def test_axis_steps_back_onto_an_unrounded_grid_value():
     """A start value with more than 12 significant digits (the estimator's γ_Θ = 100/span²): a step away and back
     returns that exact float, so the candidate it keys is found, not fitted again under a rounded twin."""
-    from rffor.solvers.selection import _param_axis
+    from rffor.solvers.selection import param_axis
 
     for g0 in (100 / 0.7**2, 1 / 3, 2**0.5 * 1e-7, 100.0):
-        axis = _param_axis([g0], g0)
+        axis = param_axis([g0], g0)
         for direction in (-1, +1):
-            w = axis.step(g0, direction)
-            assert w != g0 and axis.step(w, -direction) == g0
-            assert axis.step(axis.step(w, direction), -direction) == w  # past the end: rounded values repeat
+            w = axis.neighbour(g0, direction)
+            assert w != g0 and axis.neighbour(w, -direction) == g0
+            assert axis.neighbour(axis.neighbour(w, direction), -direction) == w  # past the end: rounded values repeat

@@ -110,7 +110,7 @@ class DualProblem:
     def eigenbasis(cls, K_x, K_theta, Y, lam, loss, n_eig, *, eig_x=None, eig_theta=None) -> DualProblem:
         """(D_e) keeping the ``n_eig`` largest eigenpairs of K_Θ (MATH.md §3.2)."""
         if not loss.supports_eigen:
-            loss.prox_dual_eigen(np.zeros((1, 1)), 1.0)  # raises the loss's own explanation
+            raise ValueError(f"{loss!r} has no eigenbasis dual (D_e); use representation='splines'")
         n, m = Y.shape
         s, U = eig_x if eig_x is not None else eigh_psd(K_x)
         tt, VV = eig_theta if eig_theta is not None else eigh_psd(K_theta)
