@@ -8,7 +8,6 @@ results depend on the thread count).
 from __future__ import annotations
 
 import copy
-import io
 import json
 import os
 import signal
@@ -39,7 +38,6 @@ from rffor.executor import (
 from rffor.executor.dask import DaskExecutor, configure_dask, connect
 from rffor.kernels import Gaussian
 from rffor.losses import Huber, Square
-from rffor.progress import RoundProgress
 from rffor.settings import DEFAULTS
 from rffor.solvers.prediction import objective
 from rffor.solvers.rff import fit_rff
@@ -570,28 +568,8 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# progress
+# progress of a fit on the cluster (rffor.progress itself: tests/test_progress.py)
 # ---------------------------------------------------------------------------------------------------------------
-
-
-def test_progress_lines_and_bar():
-    rec = {"round": 0, "loss": 0.125, "samples_per_s": 12345.6}
-    out = io.StringIO()
-    p = RoundProgress(3, stream=out, interactive=False)
-    p.update(rec, 1.5)
-    p.update({**rec, "round": 1}, 75.0)
-    lines = out.getvalue().splitlines()
-    assert lines == [
-        "[rffor] round 1/3  loss 0.125  12,346 samples/s  elapsed 1.5s",
-        "[rffor] round 2/3  loss 0.125  12,346 samples/s  elapsed 1m15s",
-    ]
-    out = io.StringIO()
-    p = RoundProgress(2, stream=out, interactive=True, width=4)
-    p.update(rec, 1.0)
-    p.update({**rec, "round": 1}, 2.0)
-    text = out.getvalue()
-    assert text.startswith("\r[rffor] [##..] round 1/2") and "\r[rffor] [####] round 2/2" in text
-    assert text.endswith("\n") and text.count("\n") == 1
 
 
 @pytest.mark.timeout(120)

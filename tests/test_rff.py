@@ -51,29 +51,6 @@ def store(synth, tmp_path_factory):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# ArrayData
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def test_array_data_interface(synth, store):
-    a = ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=160)
-    assert (a.n, a.d, a.m, a.n_chunks, a.chunk_rows) == (600, 20, 30, 4, 160)
-    for P in (1, 2, 3, 4, 7):
-        assert a.partition(P) == store.partition(P)
-    X3, Y3 = a.chunk(3)
-    assert X3.shape == (120, 20) and Y3.shape == (120, 30)
-    assert [i for i, _, _ in a.iter_chunks([2, 0])] == [2, 0]
-    assert np.array_equal(a.theta, synth.theta)
-    assert ArrayData(synth.X_train, synth.Y_train).chunk_rows == 600
-    with pytest.raises(ValueError, match="chunk_rows"):
-        ArrayData(synth.X_train, synth.Y_train, chunk_rows=0)
-    with pytest.raises(ValueError, match="same number of rows"):
-        ArrayData(synth.X_train, synth.Y_train[:5])
-    with pytest.raises(IndexError):
-        a.chunk(4)
-
-
-# ---------------------------------------------------------------------------------------------------------------
 # closed form
 # ---------------------------------------------------------------------------------------------------------------
 

@@ -43,21 +43,6 @@ def _direct(d, Y, loss, lams, split, **kw):
     return np.stack(fits), np.array(scores)
 
 
-def test_row_split_is_global_and_about_one_in_modulus():
-    split = RowSplit(10, True)
-    n = 20_000
-    held = split.mask(0, n)
-    assert abs(held.mean() - 0.1) < 0.01
-    # the same rows whatever the chunking: masks of chunks concatenate to the mask of the whole
-    X, Y = np.arange(n, dtype=float)[:, None], np.zeros((n, 2))
-    for c in (7, 1000):
-        data = ArrayData(X, Y, chunk_rows=c)
-        rows = np.concatenate([Xi[:, 0] for _, Xi, _ in split.view(data).iter_chunks(range(data.n_chunks))])
-        np.testing.assert_array_equal(rows, np.flatnonzero(held))
-    other = np.concatenate([Xi[:, 0] for _, Xi, _ in split.side(False).view(data).iter_chunks(range(data.n_chunks))])
-    np.testing.assert_array_equal(other, np.flatnonzero(~held))
-
-
 def _walk_is_consistent(path, score_of):
     """The selection rule of :mod:`rffor.solvers.selection`: both neighbours of the selected value (along λ, and
     along the loss parameter when it was searched) were evaluated and neither is better by 1% or more."""
