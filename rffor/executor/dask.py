@@ -457,8 +457,9 @@ def _leaf(fn, part, p, chunk_ids, *args):
 
 
 def _merge(combine, *children):
-    """A node of the merge tree: its children (packed results or None) folded left to right, packed again."""
-    total = fold_group([c.unpack() for c in children if c is not None], combine)
+    """A node of the merge tree: its children (packed results or None) folded left to right, packed again (each
+    child unpacked when its turn comes: two unpacked partials at a time)."""
+    total = fold_group((c.unpack() for c in children if c is not None), combine)
     return None if total is None else _Packed(total)
 
 

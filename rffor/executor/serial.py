@@ -6,6 +6,8 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 
+from ._tree import SPLIT_EVERY, check_split_every, tree_fold, tree_levels
+
 __all__ = ["SerialExecutor"]
 
 
@@ -23,11 +25,11 @@ class SerialExecutor:
     """
 
     description = "this process"
+    split_every = SPLIT_EVERY  # a class default: subclasses need not call __init__
 
     def __init__(self, *, split_every: int | None = None):
-        from . import SPLIT_EVERY, check_split_every
-
-        self.split_every = check_split_every(SPLIT_EVERY if split_every is None else split_every)
+        if split_every is not None:
+            self.split_every = check_split_every(split_every)
 
     @contextlib.contextmanager
     def open(self, data, n_partitions: int | None = None) -> Iterator[_SerialSession]:
@@ -72,7 +74,7 @@ class _SerialSession:
     def reduce(
         self, fn, *args, chunks=None, label: str = "", split_every: int | None = None, combine: Callable | None = None
     ):
-        from . import PassStats, check_split_every, tree_fold, tree_levels
+        from . import PassStats
 
         s = self.split_every if split_every is None else check_split_every(split_every)
         tic = time.perf_counter()
