@@ -295,11 +295,13 @@ def bench_counting(args) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         data = synthetic_store(tmp / "train.zarr", max(P_values), 100, args.seed)
+        import scale_out  # the task by its importable name (as a route's task is), not pickled from __main__
+
         with dask_processes(tmp, workers) as address:
             return count_passes(
                 address,
                 data,
-                tsqr_task,
+                scale_out.tsqr_task,
                 lambda s: (s.share(W),),
                 P_values=P_values,
                 passes=args.passes,
