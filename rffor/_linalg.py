@@ -127,10 +127,11 @@ def merge_triangular(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     (MATH.md §5.2), by LAPACK's triangle-pentagonal QR (``tpqrt``), which keeps the pair's structure.
 
     The result ``r = [R | Z]`` has ``RᵀR = R_aᵀR_a + R_bᵀR_b`` and ``RᵀZ = R_aᵀZ_a + R_bᵀZ_b``, as
-    :func:`triangular_update` ``(a, b)`` (a dense QR of the stacked pair), 3.4-3.9x faster on one thread
-    (benchmarks/scale_out.py ``--tpqrt``) and equal to it up to rounding (3e-16 relative) once the signs of its rows
-    are normalised: the diagonal of R is made nonnegative (:func:`positive_diagonal`). Factors with fewer rows than
-    columns so far (zero rows at the bottom, or zeros before any row) merge alike.
+    :func:`triangular_update` ``(a, b)`` (a dense QR of the stacked pair), 3.2-3.4x faster on one thread at
+    D_x + k = 1100 and 4100 (benchmarks/scale_out.py ``--tpqrt``, a loaded machine) and equal to it up to rounding
+    (3e-16 relative) once the signs of its rows are normalised: the diagonal of R is made nonnegative
+    (:func:`positive_diagonal`). Factors with fewer rows than columns so far (zero rows at the bottom, or zeros
+    before any row) merge alike.
 
     Parameters
     ----------
