@@ -38,6 +38,8 @@ def write_store(path, n=3000, d=6, m=24, chunks=250, missing=0.0, seed=0):
 def _env() -> dict:
     env = dict(os.environ)
     env["DASK_CONFIG"] = str(REPO / "cluster" / "dask.yaml")  # the recommended worker configuration
+    # tests/ on the workers' path too: the executor tests' reductions (tests/_reductions.py) run there
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(REPO / "tests")) if p)
     env.pop("DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT", None)
     return env
 

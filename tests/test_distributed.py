@@ -30,12 +30,10 @@ from rffor.executor import (
     RoundFailedError,
     RoundTimeoutError,
     SchedulerUnreachableError,
-    SerialExecutor,
     make_executor,
     usable_cpus,
-    uses_dask,
 )
-from rffor.executor.dask import DaskExecutor, configure_dask, connect
+from rffor.executor.dask import DaskExecutor, connect
 from rffor.kernels import Gaussian
 from rffor.losses import Huber, Square
 from rffor.settings import DEFAULTS
@@ -97,59 +95,7 @@ def assert_same(a, b):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# where it runs
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def test_uses_dask_rule(store, tmp_path):
-    arrays = ArrayData(np.zeros((4, 2)), np.zeros((4, 3)))
-    assert not uses_dask(arrays)
-    assert not uses_dask(arrays, n_partitions=1)
-    assert uses_dask(arrays, n_partitions=2)
-    assert uses_dask(arrays, scheduler_address="tcp://127.0.0.1:8786")
-    assert uses_dask(arrays, client=object())
-    assert uses_dask(store)
-    assert not uses_dask(store, n_partitions=1)
-    one_chunk = tc.write_store(tmp_path / "one.zarr", n=50, chunks=50)
-    assert not uses_dask(one_chunk)  # nothing to partition
-    assert isinstance(make_executor(arrays), SerialExecutor)
-    assert isinstance(make_executor(store), DaskExecutor)
-    with pytest.raises(ValueError, match="security"):
-        make_executor(arrays, security=object())
-
-
-def test_shipped_dask_config_is_a_default():
-    import dask
-
-    config = configure_dask()
-    assert config["distributed"]["nanny"]["pre-spawn-environ"]["MALLOC_MMAP_THRESHOLD_"] == 16777216
-    assert dask.config.get("distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_") == 16777216
-    with dask.config.set({"rffor.round-retries": 5}):  # the user's settings win
-        configure_dask()
-        assert dask.config.get("rffor.round-retries") == 5
-
-
-@pytest.mark.timeout(120)
-def test_embedded_cluster_sets_worker_environment_and_closes():
-    import dask
-
-    def worker_settings():
-        return (
-            os.environ.get("MALLOC_MMAP_THRESHOLD_"),
-            os.environ.get("MALLOC_TRIM_THRESHOLD_"),  # rffor's value replaces Dask's 65536
-            os.environ.get("OPENBLAS_NUM_THREADS"),  # Dask's own default survives rffor's
-            dask.config.get("distributed.admin.tick.interval"),  # rffor's survives Dask's (loaded before it)
-        )
-
-    with connect(n_workers=1) as conn:
-        env = conn.client.run(worker_settings)
-        cluster = conn.cluster
-    assert list(env.values()) == [("16777216", "67108864", "1", "1s")]
-    assert cluster.status.name == "closed"
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# oracle tests: the cluster computes what the serial executor computes
+# oracle tests: the cluster computes what the serial executor computes (executor-only tests: test_executor.py)
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -524,19 +470,6 @@ def test_hung_round_is_detected_and_reported(client, store):
     finally:
         tc.RELEASE.set()
     assert time.perf_counter() - tic < 20
-
-
-def test_auto_timeout_is_per_kind_of_pass():
-    """round-timeout "auto": a pass of a kind not yet timed gets 30 minutes (a first pass over new rows computes and
-    caches their features), then max(2 minutes, 20x the slowest pass of its kind), whatever other kinds took."""
-    from rffor.executor.dask import DaskExecutor, _pass_kind
-
-    ex = DaskExecutor(round_timeout="auto")
-    seconds = {_pass_kind("Nyström centres"): [0.5], _pass_kind("pass 1"): [3.0, 12.0]}
-    assert ex._timeout(seconds, "closed form sums (training and held-out rows)") == 1800.0
-    assert ex._timeout(seconds, "pass 17") == 240.0
-    assert ex._timeout(seconds, "Nyström centres") == 120.0
-    assert DaskExecutor(round_timeout=5)._timeout(seconds, "pass 2") == 5.0
 
 
 def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
