@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ._validation import check_choice, check_dtype, check_int, check_real
+from .executor import SPLIT_EVERY
 from .features import DEFAULT_OUTPUT_RANK_TOL
 
 __all__ = [
@@ -419,6 +420,14 @@ class RFSettings:
         "accurate at their error level), float64 for Nyström (its whitening amplifies rounding by up to "
         "1/sqrt(1e-14): measured, a float32 map kept rank 430 of M = 1000 where float64 kept 740, 20x lower test "
         "error).",
+    )  # fmt: skip
+    split_every: int = _opt(
+        SPLIT_EVERY, Int(2), type_doc="int",
+        doc="Fan-in s of the fixed tree by which the partitions' partial results (closed-form factors, gradient sums, "
+        "DSGD states) merge on the workers (MATH.md §5.2): the driver receives one result per pass and makes no "
+        "merge; the tree has depth ceil(log_s P) and a critical path of (s − 1)·ceil(log_s P) merges. With s ≥ P it "
+        "is one left fold in partition order. Part of the model's definition for a given P (the merge order sets "
+        "the rounding): a fit is bit-identical on every executor for the same P and s.",
     )  # fmt: skip
     feature_cache: int = _opt(
         2**32, Int(0), type_doc="int",

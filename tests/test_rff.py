@@ -342,8 +342,8 @@ class _ShippingExecutor(SerialExecutor):
     def __init__(self):
         self.labels, self.shared = [], []
 
-    def open(self, data, n_partitions=None):
-        outer = super().open(data, n_partitions)
+    def open(self, data, n_partitions=None, *, split_every=None):
+        outer = super().open(data, n_partitions, split_every=split_every)
         executor = self
 
         class _Session:
@@ -372,9 +372,9 @@ class _ShippingExecutor(SerialExecutor):
                 return pickle.loads(pickle.dumps(out))
 
             def reduce(self, fn, *args, chunks=None, label=""):
-                from rffor.executor import sum_in_order
+                from rffor.executor import tree_fold
 
-                return sum_in_order(self.map(fn, *args, chunks=chunks, label=label))
+                return tree_fold(self.map(fn, *args, chunks=chunks, label=label), self.inner.split_every)[0]
 
         return _Session()
 

@@ -370,11 +370,11 @@ class DaskExecutor:
         return f"DaskExecutor({self.description})"
 
     @contextlib.contextmanager
-    def open(self, data, n_partitions: int | None = None) -> Iterator[_DaskSession]:
+    def open(self, data, n_partitions: int | None = None, *, split_every: int | None = None) -> Iterator[_DaskSession]:
         """Connect (or start the embedded cluster), split the data into partitions and ship what must be shipped.
 
         P = ``n_partitions``, or the number of worker threads of the cluster (embedded: one worker per usable CPU,
-        at most one per chunk).
+        at most one per chunk). Reductions merge by a tree of fan-in ``split_every`` (default the executor's).
         """
         n_workers = self.n_workers
         if n_workers is None and self.client is None and self.scheduler_address is None:
@@ -400,6 +400,8 @@ class DaskExecutor:
                 threads = _total_threads(conn.client)
             partitions = data.partition(n_partitions or threads)
             session = _DaskSession(self, conn, data, partitions, threads)
+            if split_every is not None:
+                session.split_every = check_split_every(split_every)
             try:
                 yield session
             finally:

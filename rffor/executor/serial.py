@@ -32,9 +32,13 @@ class SerialExecutor:
             self.split_every = check_split_every(split_every)
 
     @contextlib.contextmanager
-    def open(self, data, n_partitions: int | None = None) -> Iterator[_SerialSession]:
-        """A session over ``data`` split into ``n_partitions`` partitions (default 1)."""
-        yield _SerialSession(data, data.partition(1 if n_partitions is None else n_partitions), self.split_every)
+    def open(
+        self, data, n_partitions: int | None = None, *, split_every: int | None = None
+    ) -> Iterator[_SerialSession]:
+        """A session over ``data`` split into ``n_partitions`` partitions (default 1), its reductions merged by a tree
+        of fan-in ``split_every`` (default the executor's)."""
+        s = self.split_every if split_every is None else check_split_every(split_every)
+        yield _SerialSession(data, data.partition(1 if n_partitions is None else n_partitions), s)
 
     def __repr__(self) -> str:
         return f"SerialExecutor(split_every={self.split_every})"

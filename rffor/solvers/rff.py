@@ -128,7 +128,7 @@ def fit_rff(
         executor.progress = progress
     P_asked = settings.n_partitions or (saved.info.get("n_partitions") if saved is not None else None)
     try:
-        with executor.open(data, P_asked) as run:
+        with executor.open(data, P_asked, split_every=settings.split_every) as run:
             P = int(P_asked or len(run.partitions))
             model = {"loss": loss, "kernel_x": kernel_x, "kernel_theta": kernel_theta, "outputs": space}
             fingerprint = ckpt_io.fingerprint(data, {**settings.fingerprint(), **model}, P, rs)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._linalg import triangular_update
+from .._linalg import append_rows, merge_triangular
 from .._validation import fill_missing
 from ..chunked import RowSplit
 from ..losses import Loss
@@ -39,7 +39,8 @@ _BLOCK_ROWS = 4096
 @dataclass
 class FeatureSums:
     """What the closed form needs of a set of rows (MATH.md §5, square loss), kept as a triangular factor:
-    ``+`` combines two of them (the reduce step, a TSQR merge: :func:`rffor._linalg.triangular_update`).
+    ``+`` combines two of them (the reduce step, a TSQR merge by LAPACK's triangle-pentagonal QR:
+    :func:`rffor._linalg.merge_triangular`).
 
     Rows enter as ``[φ_X(x_i) | y_iᵀ Φ_Θ]`` (times ``√w_i`` when weighted); ``r = [R | Z]`` is the R factor of
     their stack, so that ``Σ w_i φ_X φ_Xᵀ = RᵀR`` and ``Σ w_i φ_X y_iᵀ Φ_Θ = RᵀZ``. The normal equations' sums
@@ -70,7 +71,7 @@ class FeatureSums:
 
     def __add__(self, other: FeatureSums) -> FeatureSums:
         return FeatureSums(
-            triangular_update(self.r, other.r),
+            merge_triangular(self.r, other.r),
             self.yy + other.yy,
             self.n + other.n,
             self.n_missing + other.n_missing,
@@ -185,7 +186,7 @@ def feature_sums(
                 root = np.sqrt(w).astype(dtype)[:, None]
                 Phi = Phi * root  # a new array: Phi may be a cached block
                 YP_b = YP_b * root
-            sums.r = triangular_update(sums.r, np.hstack([Phi, YP_b]))
+            sums.r = append_rows(sums.r, np.hstack([Phi, YP_b]))
     return sums
 
 
