@@ -325,7 +325,7 @@ def select_hyperparameters(
     # (label, axis, direction of the first step): λ and κ/ε try the smaller value first; γ_Θ the larger one, whose
     # output factor spans about what the smaller one's does, so the neighbour's model carries over and the step
     # costs a few passes (a smaller γ_Θ drops directions of the model: tens of passes to re-converge)
-    axes = {"lam": ("λ", Axis(tuple(grid), low=LAM_BOUNDS[0], high=LAM_BOUNDS[1]), -1)}
+    axes = {"lam": ("λ", Axis(tuple(grid), step=None, low=LAM_BOUNDS[0], high=LAM_BOUNDS[1]), -1)}
     if param_name is not None:
         axes["param"] = (param_name, param_axis(params, p0), -1)
     if gammas is not None:
