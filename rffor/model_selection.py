@@ -83,6 +83,8 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
         Whether the selected λ or loss parameter is still an end of its (extended) grid.
     best_estimator_ : FunctionalRegressor
         Refitted on all rows.
+    n_iter_ : int
+        The refitted estimator's iterations.
     """
 
     def __init__(
@@ -154,6 +156,12 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
         self
         """
         self._check_solver()
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None: fit(X, y) with y the "
+                "curves (or targets)"
+            )
+        y_given = y
         X, Y, theta = self._validate(X, y, theta)
         base_loss = self._base_loss()
         params = self._params(base_loss)
@@ -191,8 +199,10 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
         self.at_edge_ = any(v.endswith("edge") for v in self.edges_.values())
         self.lam_ = best[1]
         self.loss_ = base_loss if best[0] is None else base_loss.with_param(best[0])
-        self.best_estimator_ = self._refit(self._estimator(self.loss_, self.lam_, kernel_x=kx), X, Y, theta)
+        # refitted on y as given (a 1-D y predicts 1-D, as FunctionalRegressor does)
+        self.best_estimator_ = self._refit(self._estimator(self.loss_, self.lam_, kernel_x=kx), X, y_given, theta)
         self.n_features_in_ = X.shape[1]
+        self.n_iter_ = self.best_estimator_.n_iter_
         return self
 
     def _evaluate(self, todo, base_loss, per_fold, table) -> None:
@@ -252,6 +262,12 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
         solve = EXACT_SOLVERS[self.solver]
         max_iter = solver_default(self.solver, "max_iter") if self.max_iter is None else self.max_iter
         return solve(problem, tol=self.tol, max_iter=max_iter, warm_start=warm)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = True
+        return tags
 
     def predict(self, X, theta=None):
         """The refitted model's predictions (:meth:`rffor.FunctionalRegressor.predict`)."""
@@ -408,6 +424,11 @@ class QuantileFunctionRegressorCV(FunctionalRegressorCV):
 
     def _refit(self, est, X, y, levels):
         return est.fit(X, y)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = False
+        return tags
 
     def predict(self, X, levels=None):
         """The refitted model's quantiles (:meth:`rffor.QuantileFunctionRegressor.predict`)."""
