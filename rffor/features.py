@@ -37,6 +37,7 @@ __all__ = [
     "RandomOutputFeatures",
     "make_output_features",
     "feature_map_from_state",
+    "register_feature_map",
     "seed_sequence",
     "DEFAULT_OUTPUT_RANK_TOL",
 ]
@@ -61,6 +62,10 @@ _KINDS: dict[str, type] = {}
 def _register(cls: type) -> type:
     _KINDS[cls.kind] = cls
     return cls
+
+
+#: a feature map defined elsewhere (an output space's) registers its ``kind`` for :func:`feature_map_from_state`
+register_feature_map = _register
 
 
 def feature_map_from_state(spec: dict, arrays: dict[str, np.ndarray]):

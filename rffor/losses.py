@@ -543,6 +543,8 @@ def register_loss(name: str, cls: type) -> type:
         raise TypeError(f"register_loss needs a Loss subclass, got {cls!r}")
     _LOSSES[name] = cls
     return cls
+
+
 # command-line short names (rffor fit --loss ...)
 LOSS_ALIASES = {
     "square": ("square", {}),

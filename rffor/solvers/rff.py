@@ -253,6 +253,6 @@ def _select(run, problem: RFProblem, saved, log: FitLog):
     log.info.update(
         lam=problem.lam,
         loss_param=None if problem.loss.param_name is None else float(getattr(problem.loss, problem.loss.param_name)),
-        gamma_theta=float(getattr(kernel, kernel.param_name)),
+        gamma_theta=float(getattr(kernel, kernel.param_name)) if kernel.param_name else None,
     )
     return problem, start, sel

@@ -301,7 +301,8 @@ def select_hyperparameters(
     param_name = loss.param_name if params is not None else None
     p0 = None if param_name is None else float(getattr(loss, param_name))
     kernel = output.kernel
-    g0 = float(getattr(kernel, kernel.param_name))
+    # a k_Θ without a bandwidth (the identity of an explicit embedding) keys its candidates by 1
+    g0 = float(getattr(kernel, kernel.param_name)) if kernel.param_name else 1.0
     search = _Search(run, problem, metric, tr, score_name, say)
     search.param_name, search.plateau, search.chunks = param_name, float(plateau), chunks
     search.add_output(g0, output, maps)
