@@ -472,7 +472,7 @@ class NystromFeatures:
     kernel : Kernel
         k_X (any kernel with ``gram``).
     centres : array-like of shape (M, dim)
-        Rows of the training inputs (:func:`rffor.solvers.rff.sample_centres` draws them uniformly).
+        Rows of the training inputs (:func:`rffor.solvers.maps.sample_centres` draws them uniformly).
     dtype : {np.float32, np.float64}, default np.float64
         Type of the features and of their computation. float64 is the default: the whitening ``s̃^{-1/2}``
         amplifies rounding by up to ``tol^{-1/2}``, so float32 needs a floor of about 1e-6.

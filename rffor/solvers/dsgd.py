@@ -33,7 +33,7 @@ is the Polyak–Ruppert average of the iterates from step ``average_start`` on (
 averages the second half of the steps). The curve losses (square, Huber, ε-insensitive) are ``½‖·‖² □ g``, so the
 curvature of a step's objective is at most ``1 + λ`` (``‖φ_X‖ = 1`` and ``‖φ_Θ(θ)‖² = k_Θ(θ, θ) = 1``):
 ``η₀ < 1/(1 + λ)`` is safe, and ``1/(‖C_Θ‖ + λ)`` is safe for steps on whole observed curves
-(:func:`rffor.solvers.rff.auto_step_size`). The pinball losses are not of that form (the κ-smoothed one curves up
+(:func:`rffor.solvers.round_plan.auto_step_size`). The pinball losses are not of that form (the κ-smoothed one curves up
 to ``max(θ, 1 − θ)/κ``), but their gradients are bounded by 1 entrywise, so a step ``B ← (1 − ηλ) B + η (bounded)``
 keeps B bounded for any ``η ≤ 1/λ``: the steps cannot diverge, and a kink (or a curvature above 1) makes them
 oscillate by O(η) around the optimum, which the suffix average removes.
