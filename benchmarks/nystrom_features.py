@@ -170,6 +170,17 @@ def _extra_memory(fn) -> float:
     return (peak - base) / 2**20
 
 
+def wait_for_quiet(max_load: float | None, max_wait: float) -> float:
+    """Sleep until the 1-minute load average is at most ``max_load`` (None: do not wait), at most ``max_wait``
+    seconds; returns the seconds waited. The machine is shared: a timing starts in a quiet moment, and its table
+    row states the load at its start and end either way."""
+    waited = 0.0
+    while max_load is not None and os.getloadavg()[0] > max_load and waited < max_wait:
+        time.sleep(15)
+        waited += 15
+    return waited
+
+
 def inputs(seed: int, n: int) -> np.ndarray:
     """Rows of the learning curve's training stream (benchmarks/learning_curve.py), float32, d = 100."""
     import learning_curve as lc
@@ -204,6 +215,7 @@ def measure(kernel, C: np.ndarray, Xb: np.ndarray, args) -> list[dict]:
     K32, P32, out32 = (a.astype(np.float32) for a in (K, P, out))
     records = []
     for threads in args.threads:
+        waited = wait_for_quiet(args.max_load, args.max_wait)
         with limit_blas_threads(threads):
             load = os.getloadavg()
             g1 = _time(lambda: np.matmul(A1, C1.T, out=K), args.repeats)
@@ -218,6 +230,7 @@ def measure(kernel, C: np.ndarray, Xb: np.ndarray, args) -> list[dict]:
             "threads": threads,
             "load_before": list(load),
             "load_after": list(os.getloadavg()),
+            "waited_for_quiet_s": waited,
             "build_seconds": {"eigen": t_eigen, "triangular": t_tri},
             "extra_mib": memory,
             "dgemm_gflops": 2 * rows * M * M / g2["wall"] / 1e9,
@@ -433,6 +446,9 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="BLAS thread counts to time")
     parser.add_argument("--rows", type=int, default=4096, help="rows of the block (the fits' block: 4096)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--max-load", type=float, default=None,
+                        help="wait before each timing until the 1-min load average is at most this")  # fmt: skip
+    parser.add_argument("--max-wait", type=float, default=3600, help="seconds to wait for --max-load at most")
     parser.add_argument("--n-fit", type=int, default=20_000, help="training curves of the accuracy fits")
     parser.add_argument("--fit-centres", type=int, default=1000, help="M of the accuracy fits")
     parser.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.01, 0.1],
