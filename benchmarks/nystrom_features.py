@@ -148,15 +148,20 @@ VARIANTS = {"before": BeforeFeatures, "after": NystromFeatures, "float32 kernel"
 
 
 # ------------------------------------------------------------------------------------------------------- timing
-def _time(fn, repeats: int) -> dict:
-    fn()  # warm-up: page faults of first touches, BLAS buffers
-    wall, cpu = [], []
+def _time(fns: dict, repeats: int) -> dict:
+    """Median wall and CPU seconds of each ``fns[name]()``, timed in interleaved rounds (one call of each per
+    round, after one warm-up call of each), so that a change of the machine's load hits every pass alike."""
+    for fn in fns.values():
+        fn()  # warm-up: page faults of first touches, BLAS buffers
+    wall = {k: [] for k in fns}
+    cpu = {k: [] for k in fns}
     for _ in range(repeats):
-        w, c = time.perf_counter(), time.process_time()
-        fn()
-        wall.append(time.perf_counter() - w)
-        cpu.append(time.process_time() - c)
-    return {"wall": statistics.median(wall), "cpu": statistics.median(cpu), "walls": wall}
+        for k, fn in fns.items():
+            w, c = time.perf_counter(), time.process_time()
+            fn()
+            wall[k].append(time.perf_counter() - w)
+            cpu[k].append(time.process_time() - c)
+    return {k: {"wall": statistics.median(wall[k]), "cpu": statistics.median(cpu[k]), "walls": wall[k]} for k in fns}
 
 
 def _extra_memory(fn) -> float:
@@ -218,10 +223,13 @@ def measure(kernel, C: np.ndarray, Xb: np.ndarray, args) -> list[dict]:
         waited = wait_for_quiet(args.max_load, args.max_wait)
         with limit_blas_threads(threads):
             load = os.getloadavg()
-            g1 = _time(lambda: np.matmul(A1, C1.T, out=K), args.repeats)
-            g2 = _time(lambda: np.matmul(K, P, out=out), args.repeats)
-            s2 = _time(lambda: np.matmul(K32, P32, out=out32), args.repeats)
-            timed = {k: _time(fn, args.repeats) for k, fn in passes.items()}
+            products = {
+                "xc": lambda: np.matmul(A1, C1.T, out=K),
+                "whitening": lambda: np.matmul(K, P, out=out),
+                "whitening_float32": lambda: np.matmul(K32, P32, out=out32),
+            }
+            timed = _time(products | passes, args.repeats)
+            g1, g2, s2 = (timed.pop(k) for k in products)
         rec = {
             "kernel": kernel.name,
             "M": M,
