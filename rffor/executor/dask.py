@@ -76,13 +76,18 @@ from typing import Any
 
 from . import (
     SPLIT_EVERY,
+    IdleWorkersWarning,
     PassStats,
     RoundFailedError,
     RoundTimeoutError,
     SchedulerLostError,
     SchedulerUnreachableError,
+    check_partitions_per,
     check_split_every,
+    fold_chunks,
     fold_group,
+    idle_message,
+    is_chunkwise,
     select_chunks,
     tree_levels,
     usable_cpus,
@@ -370,12 +375,23 @@ class DaskExecutor:
         return f"DaskExecutor({self.description})"
 
     @contextlib.contextmanager
-    def open(self, data, n_partitions: int | None = None, *, split_every: int | None = None) -> Iterator[_DaskSession]:
+    def open(
+        self,
+        data,
+        n_partitions: int | None = None,
+        *,
+        split_every: int | None = None,
+        partitions_per: str = "thread",
+    ) -> Iterator[_DaskSession]:
         """Connect (or start the embedded cluster), split the data into partitions and ship what must be shipped.
 
-        P = ``n_partitions``, or the number of worker threads of the cluster (embedded: one worker per usable CPU,
-        at most one per chunk). Reductions merge by a tree of fan-in ``split_every`` (default the executor's).
+        P = ``n_partitions``, or the number of worker threads of the cluster (``partitions_per="thread"``), or of
+        its workers (``"worker"``: a worker's T threads share each task's chunks, :func:`rffor.executor.fold_chunks`);
+        embedded: one worker per usable CPU, at most one per chunk. Reductions merge by a tree of fan-in
+        ``split_every`` (default the executor's). Warns (:class:`~rffor.executor.IdleWorkersWarning`) when workers
+        or threads would stay idle in every pass.
         """
+        layout = check_partitions_per(partitions_per)
         n_workers = self.n_workers
         if n_workers is None and self.client is None and self.scheduler_address is None:
             n_workers = max(1, min(usable_cpus(), n_partitions or data.n_chunks, data.n_chunks))
@@ -398,8 +414,9 @@ class DaskExecutor:
                         f"(rffor.connect-timeout): start workers (dask worker {conn.client.scheduler.address})"
                     ) from None
                 threads = _total_threads(conn.client)
-            partitions = data.partition(n_partitions or threads)
-            session = _DaskSession(self, conn, data, partitions, threads)
+            workers = len(conn.client.nthreads())
+            partitions = data.partition(n_partitions or (threads if layout == "thread" else workers))
+            session = _DaskSession(self, conn, data, partitions, threads, layout)
             if split_every is not None:
                 session.split_every = check_split_every(split_every)
             try:
@@ -455,6 +472,19 @@ def _task(fn, part, p, chunk_ids, *args):
 def _leaf(fn, part, p, chunk_ids, *args):
     """A leaf of a reduce: :func:`_task`'s result packed in band (a merge on another worker unpacks fresh arrays)."""
     result = _task(fn, part, p, chunk_ids, *args)
+    return None if result is None else _Packed(result)
+
+
+def _pooled_leaf(fn, combine, part, p, chunk_ids, *args):
+    """A leaf of a chunkwise reduce with ``partitions_per="worker"``: the partition's chunks shared among this
+    worker's threads, their results folded in chunk order (:func:`rffor.executor.fold_chunks`), packed."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    threads = getattr(worker, "nthreads", None) or worker.state.nthreads
+    unpacked = tuple(a.unpack() if isinstance(a, _Packed) else a for a in args)
+    part = part.unpack() if isinstance(part, _Packed) else part
+    result = fold_chunks(fn, part, p, chunk_ids, unpacked, combine, int(threads))
     return None if result is None else _Packed(result)
 
 
@@ -540,13 +570,25 @@ class _Handle:
         return ([self.future] if self.future is not None else []) + list(self.copies.values())
 
 
+class _Layout:
+    """The data of a session's passes: its partitions and, for each, the handle of what its task reads (the dataset
+    itself when the workers read the store, else the partition's rows)."""
+
+    __slots__ = ("data", "partitions", "parts", "inline")
+
+    def __init__(self, data, partitions, parts, inline: bool):
+        self.data, self.partitions, self.parts, self.inline = data, partitions, parts, inline
+
+
 class _DaskSession:
-    def __init__(self, executor: DaskExecutor, conn: _Connection, data, partitions, threads: int):
+    def __init__(self, executor: DaskExecutor, conn: _Connection, data, partitions, threads: int, layout="thread"):
         self.executor = executor
         self.client = conn.client
-        self.partitions = partitions
         self.split_every = executor.split_every
-        self.description = f"{conn.description}, {threads} worker thread(s)"
+        self.partitions_per = layout
+        self.description = f"{conn.description}, {threads} worker thread(s)" + (
+            ", one partition per worker" if layout == "worker" else ""
+        )
         self.name = f"rffor-{uuid.uuid4().hex[:8]}"
         self.pass_seconds: dict[str, list[float]] = {}
         self.reruns = 0
@@ -558,15 +600,40 @@ class _DaskSession:
         self._next_handle = 0
         self._sent = 0  # payload bytes shipped since the previous pass ended
         self._wire = wire_bytes(self.client.scheduler.address)
-        self._inline = bool(data.workers_can_read)
-        # the data of partition p as its tasks receive it: the dataset itself (a small description whose tasks
-        # read the store where they run, broadcast like any shared object) or, for in-memory data, that
-        # partition's rows scattered once
-        self._parts = (
-            [self.share(data)] * len(partitions)
-            if self._inline
-            else [self.share(data.subset(part)) for part in partitions]
-        )
+        self._main = self._layout(data, partitions, "chunks")
+
+    @property
+    def partitions(self) -> list[list[int]]:
+        return self._main.partitions
+
+    def _layout(self, data, partitions, what: str) -> _Layout:
+        """The layout of passes over ``data`` in ``partitions``: the data of partition p as its tasks receive it (the
+        dataset itself, a small description whose tasks read the store where they run, broadcast like any shared
+        object, or, for in-memory data, that partition's rows scattered once); warns if workers would stay idle."""
+        inline = bool(data.workers_can_read)
+        parts = [self.share(data)] * len(partitions) if inline else [self.share(data.subset(g)) for g in partitions]
+        with contextlib.suppress(Exception):
+            nthreads = self.client.nthreads()
+            text = idle_message(
+                data.n_chunks, what, len(partitions), len(nthreads), sum(nthreads.values()), self.partitions_per
+            )
+            if text is not None:
+                import warnings
+
+                warnings.warn(text, IdleWorkersWarning, stacklevel=5)
+        return _Layout(data, partitions, parts, inline)
+
+    @contextlib.contextmanager
+    def over(self, data) -> Iterator[_SessionView]:
+        """A session over another chunked dataset (e.g. :class:`rffor.chunked.RowPieces` of a sample of this one's
+        rows) in ``data.partition(P)`` partitions, P this session's: the same connection, shared objects, tree and
+        statistics; what its tasks read is shipped once, released at the end."""
+        layout = self._layout(data, data.partition(len(self.partitions)), "row pieces")
+        try:
+            yield _SessionView(self, layout)
+        finally:
+            for h in {id(h): h for h in layout.parts}.values():
+                self.release(h)
 
     # ----------------------------------------------------------------------------------------- shipping
     def _scatter(self, handle: _Handle) -> None:
@@ -671,9 +738,9 @@ class _DaskSession:
                 self.client.cancel(futures)
 
     # ----------------------------------------------------------------------------------------- passes
-    def map(self, fn, *args, chunks=None, label: str = "pass") -> list:
-        selected = select_chunks(self.partitions, chunks)
-        return self._run(fn, args, selected, label, None)
+    def map(self, fn, *args, chunks=None, label: str = "pass", _layout=None) -> list:
+        layout = _layout or self._main
+        return self._run(fn, args, select_chunks(layout.partitions, chunks), label, None, layout)
 
     def reduce(
         self,
@@ -683,6 +750,7 @@ class _DaskSession:
         label: str = "sums",
         split_every: int | None = None,
         combine: Callable | None = None,
+        _layout=None,
     ):
         """The results of :meth:`map` merged on the workers by the tree of :func:`rffor.executor.tree_fold`.
 
@@ -691,13 +759,13 @@ class _DaskSession:
         (leaves or merges) reruns the pass from the same inputs, with the same tree: the same bits.
         """
         s = self.split_every if split_every is None else check_split_every(split_every)
-        selected = select_chunks(self.partitions, chunks)
-        return self._run(fn, args, selected, label, (s, combine))
+        layout = _layout or self._main
+        return self._run(fn, args, select_chunks(layout.partitions, chunks), label, (s, combine), layout)
 
     def _scheduler_lost(self) -> bool:
         return self.client.status != "running"
 
-    def _run(self, fn, args, selected: list[list[int]], label: str, tree) -> Any:
+    def _run(self, fn, args, selected: list[list[int]], label: str, tree, layout: _Layout) -> Any:
         """One pass: a task per partition with chunks to process (and the merge tree of a reduce), rerun as a whole
         if tasks are lost."""
         lost = _lost_exceptions()
@@ -720,7 +788,7 @@ class _DaskSession:
                     last = exc
                     continue
             try:
-                value, stats = self._attempt(fn, args, selected, label, attempt, tree)
+                value, stats = self._attempt(fn, args, selected, label, attempt, tree, layout)
             except RoundTimeoutError:
                 raise
             except lost as exc:
@@ -749,7 +817,7 @@ class _DaskSession:
             f"{' '.join(str(exc).split())[:200]}"
         )
 
-    def _leaf_workers(self, selected) -> list[str | None]:
+    def _leaf_workers(self, selected, layout: _Layout) -> list[str | None]:
         """Where each partition's task should run (placement only, never results).
 
         Store-backed partitions: the worker threads in contiguous blocks (partition p on slot p·T/P of the T
@@ -759,30 +827,28 @@ class _DaskSession:
         ended), hence explicit soft hints. In-memory partitions: the worker holding their scattered rows.
         """
         n = len(selected)
-        if self._inline:
+        if layout.inline:
             slots = self._worker_slots()
             return [slots[p * len(slots) // n] if slots else None for p in range(n)]
+        parts = layout.parts
         held: dict = {}
         with contextlib.suppress(Exception):
-            held = self.client.who_has([self._parts[p].future for p in range(n) if self._parts[p].future is not None])
+            held = self.client.who_has([parts[p].future for p in range(n) if parts[p].future is not None])
         return [
-            (
-                sorted(held.get(self._parts[p].future.key, ()) or [None])[0]
-                if self._parts[p].future is not None
-                else None
-            )
+            (sorted(held.get(parts[p].future.key, ()) or [None])[0] if parts[p].future is not None else None)
             for p in range(n)
         ]
 
-    def _attempt(self, fn, args, selected, label: str, attempt: int, tree) -> tuple[Any, PassStats]:
+    def _attempt(self, fn, args, selected, label: str, attempt: int, tree, layout: _Layout) -> tuple[Any, PassStats]:
         from distributed import wait
 
         client = self.client
         tic = time.perf_counter()
         n = len(selected)
         name = f"{self.name}-{self._passes}-{label.replace(' ', '-')}"
-        where = self._leaf_workers(selected)
-        shared = [a for a in args if isinstance(a, _Handle)] + ([self._parts[0]] if self._inline and n else [])
+        where = self._leaf_workers(selected, layout)
+        shared = [a for a in args if isinstance(a, _Handle)] + ([layout.parts[0]] if layout.inline and n else [])
+        pooled = tree is not None and self.partitions_per == "worker" and is_chunkwise(fn)
         copies = self._broadcast(shared, [w for p, w in enumerate(where) if selected[p] and w is not None])
 
         def on(handle: _Handle, worker):
@@ -798,9 +864,8 @@ class _DaskSession:
                 w = where[p]
                 hint = {"workers": [w], "allow_other_workers": True} if w is not None else {}
                 futures[p] = client.submit(
-                    _task if tree is None else _leaf,
-                    fn,
-                    on(self._parts[p], w),
+                    *((_pooled_leaf, fn, tree[1]) if pooled else (_task if tree is None else _leaf, fn)),
+                    on(layout.parts[p], w),
                     p,
                     ids,
                     *[on(a, w) if isinstance(a, _Handle) else a for a in args],
@@ -875,10 +940,12 @@ class _DaskSession:
         return result, stats
 
     def _worker_slots(self) -> list[str]:
-        """Worker addresses, each repeated once per thread, in a fixed order (placement only, never results)."""
+        """Worker addresses, each repeated once per thread (once per worker with ``partitions_per="worker"``), in a
+        fixed order (placement only, never results)."""
         with contextlib.suppress(Exception):
             nthreads = self.client.nthreads()
-            return [w for w in sorted(nthreads) for _ in range(int(nthreads[w]))]
+            per = (lambda w: int(nthreads[w])) if self.partitions_per == "thread" else (lambda w: 1)
+            return [w for w in sorted(nthreads) for _ in range(per(w))]
         return []
 
     def _hang_report(self, label: str, futures: dict, merges: dict, timeout: float) -> str:
@@ -903,6 +970,39 @@ class _DaskSession:
             f"({n_workers} worker(s) connected). A task is hung or a worker is unresponsive; the last good "
             f"checkpoint is intact (resume=True continues from it). Raise the limit with "
             f"dask.config.set({{'rffor.round-timeout': '1h'}}) if rounds are legitimately this long."
+        )
+
+
+class _SessionView:
+    """A session over another dataset (:meth:`_DaskSession.over`): its own partitions, everything else the
+    session's."""
+
+    def __init__(self, session: _DaskSession, layout: _Layout):
+        self._session, self._layout = session, layout
+        self.partitions = layout.partitions
+        self.description = session.description
+        self.split_every = session.split_every
+        self.partitions_per = session.partitions_per
+
+    @property
+    def stats(self) -> list[PassStats]:
+        return self._session.stats
+
+    def share(self, obj) -> _Handle:
+        return self._session.share(obj)
+
+    def release(self, handle: _Handle) -> None:
+        self._session.release(handle)
+
+    def over(self, data):
+        return self._session.over(data)
+
+    def map(self, fn, *args, chunks=None, label: str = "pass") -> list:
+        return self._session.map(fn, *args, chunks=chunks, label=label, _layout=self._layout)
+
+    def reduce(self, fn, *args, chunks=None, label: str = "sums", split_every=None, combine=None):
+        return self._session.reduce(
+            fn, *args, chunks=chunks, label=label, split_every=split_every, combine=combine, _layout=self._layout
         )
 
 
