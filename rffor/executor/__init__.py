@@ -125,11 +125,13 @@ def idle_message(units: int, what: str, partitions: int, workers: int, threads: 
         else "raise selection_rows or run fewer workers"
     )
     if partitions < slots:
-        cause = f"the data has {units} {what}" if units <= partitions else f"P = n_partitions = {partitions}"
+        if units > partitions:  # the partitions asked for, not the data, leave workers idle
+            cause, fix = f"P = n_partitions = {partitions}", f"pass n_partitions >= {slots} or run fewer workers"
+        else:
+            cause = f"the data has {units} {what}"
         return (
             f"{slots - partitions} of the {slots} {kind} get no partition and stay idle in every pass: {cause}, "
             f"so a pass runs {partitions} task(s); {fix}"
-            + ("" if units <= partitions else f", or pass n_partitions >= {slots}")
         )
     if partitions_per == "worker" and units < threads:
         return (

@@ -112,7 +112,7 @@ def closed_form_start(run, problem, log, *, reweight: bool = False):
                 f"{objectives[0]:.4g} → {min(objectives):.4g}"
             )
     which = (
-        f"all {data.n_chunks} chunks"
+        "all chunks"
         if warm is None or len(warm) == data.n_chunks
         else f"{len(warm)} of {data.n_chunks} chunks, shared by the {len(run.partitions)} partitions in row pieces"
     )
