@@ -37,6 +37,7 @@ __all__ = [
     "RandomOutputFeatures",
     "make_output_features",
     "feature_map_from_state",
+    "register_feature_map",
     "seed_sequence",
     "DEFAULT_OUTPUT_RANK_TOL",
 ]
@@ -61,6 +62,10 @@ _KINDS: dict[str, type] = {}
 def _register(cls: type) -> type:
     _KINDS[cls.kind] = cls
     return cls
+
+
+#: a feature map defined elsewhere (an output space's) registers its ``kind`` for :func:`feature_map_from_state`
+register_feature_map = _register
 
 
 def feature_map_from_state(spec: dict, arrays: dict[str, np.ndarray]):
@@ -467,7 +472,7 @@ class NystromFeatures:
     kernel : Kernel
         k_X (any kernel with ``gram``).
     centres : array-like of shape (M, dim)
-        Rows of the training inputs (:func:`rffor.solvers.rff.sample_centres` draws them uniformly).
+        Rows of the training inputs (:func:`rffor.solvers.maps.sample_centres` draws them uniformly).
     dtype : {np.float32, np.float64}, default np.float64
         Type of the features and of their computation. float64 is the default: the whitening ``s̃^{-1/2}``
         amplifies rounding by up to ``tol^{-1/2}``, so float32 needs a floor of about 1e-6.

@@ -18,6 +18,7 @@ __all__ = [
     "Kernel",
     "Gaussian",
     "Laplacian",
+    "Identity",
     "as_2d_points",
     "median_heuristic",
     "kernel_from_spec",
@@ -176,6 +177,22 @@ class Laplacian(Kernel):
         return self.gamma * g / np.abs(w)
 
 
+@dataclass(frozen=True)
+class Identity(Kernel):
+    """The identity (delta) kernel ``k(i, j) = 1{i = j}`` on the columns of an explicit output embedding: the output
+    operator T = I of MATH.md §1 (MATH.md §8, the random-feature path of structured outputs). It has no bandwidth to
+    choose and no spectral law: random features of it do not exist (its exact factor is the identity)."""
+
+    name = "identity"
+    param_name = None
+
+    def _gram(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        return np.all(A[:, None, :] == B[None, :, :], axis=2).astype(np.float64)
+
+    def sample_frequencies(self, n_frequencies: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+        raise ValueError("the identity (delta) kernel has no spectral law: it has no random Fourier features")
+
+
 def median_heuristic(X: np.ndarray) -> Gaussian:
     """The Gaussian kernel of the median heuristic: ``γ = 1 / (2 σ²)`` with σ² the median of the squared distances
     between the rows of X (Schölkopf & Smola 2002; Garreau, Jitkrittum & Kanagawa 2017), so that a typical pair of
@@ -208,7 +225,7 @@ def median_heuristic(X: np.ndarray) -> Gaussian:
     return Gaussian(gamma=float(1.0 / (2.0 * np.median(positive))))
 
 
-_KERNELS = {"gaussian": Gaussian, "laplacian": Laplacian}
+_KERNELS = {"gaussian": Gaussian, "laplacian": Laplacian, "identity": Identity}
 
 
 def kernel_from_spec(spec: dict | str | Kernel) -> Kernel:

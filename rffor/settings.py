@@ -41,6 +41,7 @@ __all__ = [
     "Choice",
     "Grid",
     "option_names",
+    "check_option",
     "sklearn_constraints",
     "parameter_docs",
     "cli_options",
@@ -584,6 +585,13 @@ class RFSettings:
 
 #: the defaults, as an instance (``DEFAULTS.batch_size``)
 DEFAULTS = RFSettings()
+
+
+def check_option(name: str, value):
+    """``value`` validated and normalised as option ``name`` of :class:`RFSettings` (the error names the option):
+    for the objects a fit builds from the settings' values (:class:`rffor.solvers.dsgd.SGDConfig`)."""
+    fields = {f.name: f for f in dataclasses.fields(RFSettings)}
+    return _check(name, value, fields[name].metadata["option"])
 
 
 def option_names() -> tuple[str, ...]:

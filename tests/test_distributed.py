@@ -8,7 +8,6 @@ results depend on the thread count).
 from __future__ import annotations
 
 import copy
-import json
 import os
 import signal
 import subprocess
@@ -516,34 +515,6 @@ def test_hung_round_is_detected_and_reported(client, store):
     assert time.perf_counter() - tic < 20
 
 
-def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
-    ck = tmp_path / "a.ckpt"
-    s1 = {"B": np.ones((4, 3), np.float32), "B_avg": np.ones((4, 3)), "t": np.int64(5)}
-    ckpt.save(ck, s1, 0, [{"round": 0, "loss": float("nan")}], {"random_state": 1})
-    before = ck.read_bytes()
-
-    def broken_savez(f, **arrays):
-        f.write(b"partial")
-        raise OSError("disk full")
-
-    monkeypatch.setattr(np, "savez", broken_savez)
-    with pytest.raises(OSError, match="disk full"):
-        ckpt.save(ck, {"B": np.zeros((4, 3))}, 1, [], {})
-    monkeypatch.undo()
-    assert ck.read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.ckpt"]
-    back = ckpt.load(ck)
-    assert back.round == 0 and int(back.state["t"]) == 5 and np.isnan(back.history[0]["loss"])
-    np.testing.assert_array_equal(back.state["B"], s1["B"])
-    assert back.state["B"].dtype == np.float32 and back.state["B_avg"].dtype == np.float64
-    (tmp_path / "junk").write_text("hello")
-    with pytest.raises(ValueError, match="not a readable rffor checkpoint"):
-        ckpt.load(tmp_path / "junk")
-    np.savez(tmp_path / "other.npz", a=np.zeros(2))
-    with pytest.raises(ValueError, match="not an rffor checkpoint"):
-        ckpt.load(tmp_path / "other.npz")
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # progress of a fit on the cluster (rffor.progress itself: tests/test_progress.py)
 # ---------------------------------------------------------------------------------------------------------------
@@ -580,17 +551,6 @@ def test_embedded_local_cluster(store):
     assert P == min(usable_cpus(), store.n_chunks)
     ref = fit_rff(store, n_partitions=P, **KW)
     assert_same(out, ref)
-
-
-def test_checkpoint_meta_is_json_without_pickle(tmp_path, store):
-    ck = tmp_path / "x.ckpt"
-    fit_rff(store, n_partitions=2, checkpoint=ck, **{**KW, "n_epochs": 1})
-    with np.load(ck, allow_pickle=False) as z:
-        meta = json.loads(str(z["meta"][()]))
-        assert z["state_B"].dtype == np.float32 and z["state_B_avg"].dtype == np.float64
-    assert meta["format"] == ckpt.CHECKPOINT_FORMAT
-    assert meta["info"]["fingerprint"]["data"]["n"] == store.n
-    assert isinstance(rffor.data.open(store.url), rffor.data.Dataset)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -211,7 +211,7 @@ class SquareMetric:
 
     @classmethod
     def from_sums(cls, sums, C_theta: np.ndarray, lam: float) -> SquareMetric:
-        """The metric of the rows of ``sums`` (:class:`~rffor.solvers.rff.FeatureSums`): the eigenpairs of
+        """The metric of the rows of ``sums`` (:class:`~rffor.solvers.sums.FeatureSums`): the eigenpairs of
         ``C_X = RᵀR / n`` from the singular value decomposition of its factor, ``R = W diag(σ) Pᵀ``,
         ``a = σ² / n``, eigenvectors P: accurate down to the rounding of the largest σ, where ``eigh(RᵀR)`` would
         lose every eigenvalue below ``ε a_max``. Such a metric also gives the closed form (:meth:`closed_form`)."""

@@ -68,32 +68,21 @@ def fit_rff(
 
     Parameters
     ----------
-    data : chunked dataset (:mod:`rffor.chunked`: a Zarr :class:`rffor.data.Dataset`, an ArrayData) or a tuple
-        ``(X, Y[, theta])`` of arrays of shapes (n, d), (n, m), (m,).
+    data : chunked dataset (:mod:`rffor.chunked`) or a tuple ``(X, Y[, theta])`` of shapes (n, d), (n, m), (m,)
     loss : Loss, default Square()
-    kernel_x : Kernel or None
-        k_X; None: the Gaussian kernel of the median heuristic on up to 1000 rows drawn uniformly from all rows
-        (read by the partition tasks, as Nyström centres are); the kernel used is ``RFFResult.kernel_x``.
-    kernel_theta : Kernel or None
-        k_Θ; None: the output space's default.
+    kernel_x, kernel_theta : Kernel or None
+        k_X (None: the median heuristic's on 1000 rows drawn by the partition tasks) and k_Θ (None: the output
+        space's default).
     outputs : OutputSpace, optional
-        The kind of output (:mod:`rffor.outputs`); default curves on the data's grid
-        (:class:`~rffor.outputs.CurveGrid`). A :class:`~rffor.outputs.QuantileLevels` reads scalar targets.
+        The kind of output (:mod:`rffor.outputs`; default curves on the data's grid).
     settings : RFSettings, optional
-        The options of the fit (default :data:`rffor.settings.DEFAULTS`); ``**options`` replace some of them.
+        The fit's options (:mod:`rffor.settings`); ``**options`` replace some of them.
     random_state : int, Generator or None
-    executor : executor, optional
-        Where the passes run (:mod:`rffor.executor`); default :class:`~rffor.executor.SerialExecutor`.
-    checkpoint : str or os.PathLike, optional
-        Written atomically after every round or pass of the route (:mod:`rffor.checkpoint`); a closed-form-only fit
-        has none and writes none. A failed fit leaves the last good one.
-    resume : bool, default False
-        Continue from ``checkpoint`` if the file exists (after checking it belongs to this fit: data shape and
-        grid, settings, P, random state); the result equals the uninterrupted fit bit for bit.
-    verbose : int, default 0
-        > 0: where it runs, what each phase does on how many rows, and per-round progress, on stderr.
-    **options
-        Any option of :class:`rffor.settings.RFSettings` (``lam``, ``n_features_x``, ``rff_method``, ...).
+    executor : executor, optional (:mod:`rffor.executor`; default: the passes run in this process)
+    checkpoint, resume : path or None, bool
+        Written atomically after every round or pass (:mod:`rffor.checkpoint`); ``resume`` continues from it after
+        checking it belongs to this fit, to the bits of the uninterrupted fit.
+    verbose : int (> 0: what each phase does where, on how many rows, and per-round progress, on stderr)
 
     Returns
     -------
@@ -104,22 +93,9 @@ def fit_rff(
     rffor.executor.SchedulerLostError
         The Dask scheduler was lost: the message says which round the checkpoint holds and how to resume.
     """
-    settings = (settings or RFSettings()).replace(**options) if options else (settings or RFSettings())
-    loss = Square() if loss is None else loss
-    if not isinstance(loss, Loss):
-        raise TypeError(f"loss must be an rffor.losses.Loss, got {loss!r}")
     if resume and checkpoint is None:
         raise ValueError("resume=True needs checkpoint= (the path of the checkpoint to continue from)")
-    data = as_data(data)
-    space = CurveGrid(data.theta) if outputs is None else outputs
-    kernel_theta = space.default_kernel() if kernel_theta is None else kernel_theta
-    settings.check_model(loss, kernel_theta)
-    if settings.level_sampling not in (None, "grid") and not space.scalar_targets:
-        raise ValueError(
-            "level_sampling draws levels anywhere in [0, 1]: the outputs must be scalar targets seen on a grid "
-            "(outputs=rffor.outputs.QuantileLevels)"
-        )
-    settings, data = settings.resolved(loss), space.view(data)
+    data, space, settings, loss, kernel_theta = _prepare(data, outputs, settings, options, loss, kernel_theta)
     progress = Progress(verbose)
     saved = ckpt_io.load(checkpoint) if resume and os.path.exists(os.fspath(checkpoint)) else None
     rs = _seed(saved, random_state)
@@ -154,6 +130,25 @@ def fit_rff(
             return result
     finally:
         progress.close()
+
+
+def _prepare(data, outputs, settings, options, loss, kernel_theta):
+    """Everything checked before any work: the settings (with ``options``), the loss, the data and its output
+    space, k_Θ; returns them resolved."""
+    settings = (settings or RFSettings()).replace(**options) if options else (settings or RFSettings())
+    loss = Square() if loss is None else loss
+    if not isinstance(loss, Loss):
+        raise TypeError(f"loss must be an rffor.losses.Loss, got {loss!r}")
+    data = as_data(data)
+    space = CurveGrid(data.theta) if outputs is None else outputs
+    kernel_theta = space.default_kernel() if kernel_theta is None else kernel_theta
+    settings.check_model(loss, kernel_theta)
+    if settings.level_sampling not in (None, "grid") and not space.scalar_targets:
+        raise ValueError(
+            "level_sampling draws levels anywhere in [0, 1]: the outputs must be scalar targets seen on a grid "
+            "(outputs=rffor.outputs.QuantileLevels)"
+        )
+    return space.view(data), space, settings.resolved(loss), loss, kernel_theta
 
 
 def _seed(saved, random_state) -> int:
@@ -263,6 +258,6 @@ def _select(run, problem: RFProblem, saved, log: FitLog):
     log.info.update(
         lam=problem.lam,
         loss_param=None if problem.loss.param_name is None else float(getattr(problem.loss, problem.loss.param_name)),
-        gamma_theta=float(getattr(kernel, kernel.param_name)),
+        gamma_theta=float(getattr(kernel, kernel.param_name)) if kernel.param_name else None,
     )
     return problem, start, sel

@@ -6,9 +6,9 @@ The route, inside :func:`rffor.solvers.rff.fit_rff`'s executor session (every pa
 data is; the driver only combines small matrices):
 
 1. rows are split by :class:`rffor.chunked.RowSplit`: about one in ``holdout`` held out, spread over every chunk;
-2. one pass: the closed-form sums (:class:`~rffor.solvers.rff.FeatureSums`) of the training rows and of the
-   held-out rows (:func:`split_sums_task`), of the raw outputs (``Φ_Xᵀ Y``, D_x × m), so that the sums of any
-   output feature map are one product on the driver (:meth:`~rffor.solvers.rff.FeatureSums.project`);
+2. one pass: the closed-form sums (:class:`~rffor.solvers.sums.FeatureSums`) of the training rows and of the
+   held-out rows (:func:`~rffor.solvers.sums.split_sums_task`), of the raw outputs (``Φ_Xᵀ Y``, D_x × m), so that
+   the sums of any output feature map are one product on the driver (:meth:`~rffor.solvers.sums.FeatureSums.project`);
 3. the training rows' sums are a TSQR factor ``[R | Z]`` of ``[Φ_X | Y]``; one SVD of R (the eigenbasis of the
    feature covariance C_X = RᵀR/n, :meth:`~rffor.solvers.mm.SquareMetric.from_sums`) gives the square-loss
    closed form of (P_rf) at any λ, and with any output kernel k_Θ, for one solve (MATH.md §5:
@@ -16,19 +16,20 @@ data is; the driver only combines small matrices):
 4. the λ grid's closed forms are scored together in one pass over the held-out rows (each held-out curve's MSE
    under every model, :func:`~rffor.solvers.mm.curve_errors_task`), by their **median** for a robust loss (paper
    000 §5.1: a minority of outlying validation curves does not move it) or their mean for the square loss;
-5. a **walk** along one hyperparameter from the best of them (:func:`select_hyperparameters`): step to the
-   neighbouring value of the grid (past its ends, further values at the grid's end ratio: a grid edge never wins
-   silently) and keep going while a step improves the held-out score by at least ``plateau`` (1%); if the first
-   step in one direction does not, try the other. The selected value has then been compared with both of its
-   neighbours, or the walk reached a hard bound (``Selection.at_bound``). Between values within 1% of each other
-   the walk keeps the one it reached first: the more regularised (larger λ) from the start value.
+5. a **walk** along one hyperparameter from the best of them, by the project's edge rule
+   (:func:`rffor.edge_rule.walk`): step to the neighbouring value of the grid (past its ends, further values at the
+   grid's end ratio: a grid edge never wins silently) and keep going while a step improves the held-out score by
+   at least ``plateau`` (1%); if the first step in one direction does not, try the other. The selected value has
+   then been compared with both of its neighbours (status "interior" or "flat", ``Selection.statuses``), or the
+   walk reached a hard bound (``Selection.at_bound``). Between values within 1% of each other the walk keeps the
+   one it reached first: the more regularised (larger λ) from the start value.
 6. robust losses: each candidate is fitted by accelerated majorize–minimize passes
    (:func:`~rffor.solvers.mm.mm_minimize`) warm-started at its neighbour's model, which costs a few passes where a
    start from the closed form costs tens;
 7. the loss's κ or ε and the output kernel's γ_Θ are walked the same way at the selected λ, then λ again
    (coordinate search, until no walk moves). A candidate with another γ_Θ has its own output factor (its Φ_Θ
    shared with the tasks once per γ_Θ; the input features the workers cached are reused) and starts from its
-   neighbour's model re-expressed in that factor (:meth:`~rffor.solvers.rff.OutputMap.coef_from`); its walk tries
+   neighbour's model re-expressed in that factor (:meth:`~rffor.outputs.OutputMap.coef_from`); its walk tries
    the larger γ_Θ first, whose factor keeps what the smaller one's holds, so that step costs a few passes. γ_Θ sets the
    smoothness along Θ: the given k_Θ may be smoother than the curves (every model is then held above the error of
    projecting the curves on its factor) or rougher than they need.
@@ -118,7 +119,7 @@ class Candidate:
 
 @dataclass
 class _Output:
-    """One output kernel of a search: its :class:`~rffor.solvers.rff.OutputMap`, the fit's maps with its Φ_Θ as
+    """One output kernel of a search: its :class:`~rffor.outputs.OutputMap`, the fit's maps with its Φ_Θ as
     shared with the session, its square-loss metric (C_X's eigendecomposition shared) and its closed-form sums."""
 
     out: object
@@ -154,7 +155,7 @@ class Selection:
     n_train, n_held : int
         Rows on each side.
     sums : SplitSums
-        Of the raw outputs (``xy`` of shape (D_x, m)): :meth:`~rffor.solvers.rff.FeatureSums.project` by
+        Of the raw outputs (``xy`` of shape (D_x, m)): :meth:`~rffor.solvers.sums.FeatureSums.project` by
         ``output.Phi_theta`` gives the selected model's.
     output : OutputMap
         The selected candidate's output side (its k_Θ).
@@ -304,7 +305,8 @@ def select_hyperparameters(
     param_name = loss.param_name if params is not None else None
     p0 = None if param_name is None else float(getattr(loss, param_name))
     kernel = output.kernel
-    g0 = float(getattr(kernel, kernel.param_name))
+    # a k_Θ without a bandwidth (the identity of an explicit embedding) keys its candidates by 1
+    g0 = float(getattr(kernel, kernel.param_name)) if kernel.param_name else 1.0
     search = _Search(run, problem, metric, tr, score_name, say)
     search.param_name, search.plateau, search.chunks = param_name, float(plateau), chunks
     search.add_output(g0, output, maps)
@@ -328,7 +330,7 @@ def select_hyperparameters(
     # (label, axis, direction of the first step): λ and κ/ε try the smaller value first; γ_Θ the larger one, whose
     # output factor spans about what the smaller one's does, so the neighbour's model carries over and the step
     # costs a few passes (a smaller γ_Θ drops directions of the model: tens of passes to re-converge)
-    axes = {"lam": ("λ", Axis(tuple(grid), low=LAM_BOUNDS[0], high=LAM_BOUNDS[1]), -1)}
+    axes = {"lam": ("λ", Axis(tuple(grid), step=None, low=LAM_BOUNDS[0], high=LAM_BOUNDS[1]), -1)}
     if param_name is not None:
         axes["param"] = (param_name, param_axis(params, p0), -1)
     if gammas is not None:

@@ -291,7 +291,7 @@ def split_sums_task(part, p: int, chunk_ids, maps, split: RowSplit) -> SplitSums
     Returns
     -------
     SplitSums
-        Two :class:`~rffor.solvers.rff.FeatureSums` of the raw outputs (``xy`` of shape (D_x, m)).
+        Two :class:`~rffor.solvers.sums.FeatureSums` of the raw outputs (``xy`` of shape (D_x, m)).
     """
     chunks = [(i, X, Y) for i, X, Y in part.iter_chunks([int(i) for i in chunk_ids])]
     sides = []
