@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,7 +56,7 @@ from _common import (
 
 import rffor.data  # noqa: E402
 from rffor._linalg import append_rows, merge_triangular, positive_diagonal, triangular_update  # noqa: E402
-from rffor.executor import fold_group  # noqa: E402
+from rffor.executor import IdleWorkersWarning, fold_group  # noqa: E402
 from rffor.executor.dask import DaskExecutor  # noqa: E402
 
 REPO = BENCH_DIR.parent
@@ -227,7 +228,10 @@ def count_passes(
                 # before issue 23 every task fetched a shared object from the one worker holding it (a star)
                 fanout = None if mode == "tree" else 10**6
                 ex = DaskExecutor(client=client, split_every=split_every, broadcast_fanout=fanout)
-                with ex.open(data, P) as s, contextlib.ExitStack() as stack:
+                with contextlib.ExitStack() as stack:
+                    stack.enter_context(warnings.catch_warnings())
+                    warnings.simplefilter("ignore", IdleWorkersWarning)  # P < workers on purpose here
+                    s = stack.enter_context(ex.open(data, P))
                     target, chunks = s, None
                     if sample is not None and mode == "tree":
                         target = stack.enter_context(s.over(RowPieces.spread(data, sample, len(s.partitions))))
@@ -591,7 +595,8 @@ def measure_cluster(address: str, data, P_values: list[int]) -> dict:
         c.submit(np.sum, big, workers=[w[1]], allow_other_workers=False, pure=False).result()
         out["bandwidth_workers"] = 64 * 2**20 / (time.perf_counter() - tic)
         other = c.submit(np.ones, 8 * 2**20, workers=[w[1]], pure=False)
-        wait([other])
+        with c.as_current():
+            wait([other])
         tic = time.perf_counter()
         other.result()
         out["bandwidth_driver"] = 64 * 2**20 / (time.perf_counter() - tic)
@@ -824,8 +829,6 @@ SPEEDUP_ROUTES = ("closed form", "MM", 'lam="auto"')
 
 def fit_rff(*args, **kw):
     """:func:`rffor.solvers.rff.fit_rff` with ConvergenceWarnings silenced (timings only)."""
-    import warnings
-
     from rffor.solvers.rff import fit_rff as fit
 
     with warnings.catch_warnings():
