@@ -892,13 +892,60 @@ def bench_speedup(args) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# 6. the driver's memory over a whole fit (what cluster/ sizes the driver's job by)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def bench_memory(args) -> list[dict]:
+    """Peak Python memory of the driver (tracemalloc: NumPy arrays included) over whole fits on a LocalCluster of 2
+    worker processes, P = 8, for D_x Nyström centres: the closed form, MM passes (H_κ^2) and ``lam="auto"`` (square
+    loss), on ``--memory-n`` curves (d = 50, m = 100) in 16 chunks. Everything the driver holds is a D_x × D_x-sized
+    matrix (the root of a reduce, the SVD of its factor, the Nyström whitening, the MM metric) or smaller: the peak
+    is fitted as ``a + c · 8 D_x²`` bytes, independent of P and n."""
+    from rffor.executor.dask import connect
+    from rffor.kernels import Gaussian
+    from rffor.losses import Huber, Square
+
+    n = args.memory_n
+    routes = {"closed form": dict(loss=Square(), lam=1e-6), "MM": dict(loss=Huber(0.1, 2), lam=1e-6),
+              'lam="auto"': dict(loss=Square(), lam="auto")}  # fmt: skip
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        mem = _model_data(n, args.seed, n // 16)
+        ds = rffor.data.write(os.fspath(Path(tmp) / "fit.zarr"), mem.X, mem.Y, mem.theta, chunks=n // 16)
+        del mem
+        with connect(n_workers=2) as conn:
+            ex = DaskExecutor(client=conn.client)
+            fit_rff(ds, executor=ex, n_partitions=8, kernel_x=Gaussian(0.02), n_features_x=20, loss=Square(), lam=1e-3)
+            for D_x in args.memory_features:
+                for name, kw in routes.items():
+                    tracemalloc.start()
+                    model = dict(kernel_x=Gaussian(1.0 / MODEL_D), kernel_theta=Gaussian(100.0), n_features_x=D_x)
+                    fit_rff(ds, executor=ex, n_partitions=8, random_state=0, max_passes=20, **model, **kw)
+                    peak = tracemalloc.get_traced_memory()[1]
+                    tracemalloc.stop()
+                    row = {
+                        "route": name,
+                        "D_x": D_x,
+                        "n": n,
+                        "P": 8,
+                        "peak_bytes": peak,
+                        "per_Dx2": peak / (8 * D_x**2),
+                    }
+                    out.append(row)
+                    print(f"{name} D_x={D_x}: driver peak {peak / 1e6:.1f} MB = {row['per_Dx2']:.1f} x 8 D_x^2",
+                          flush=True)  # fmt: skip
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # report: one README block from every part's saved results
 # ---------------------------------------------------------------------------------------------------------------
 
 #: a timing is published only from a run whose 1-minute load average was at most this at its start and its end
 LOAD_LIMIT = 1.5
 
-PARTS = ("tpqrt", "counting", "routes", "model", "speedup")
+PARTS = ("tpqrt", "counting", "routes", "memory", "model", "speedup")
 
 
 def _quiet(res: dict) -> bool:
@@ -986,6 +1033,24 @@ def report(results: dict[str, dict]) -> str:
             f"{_growth(rows, 'driver_peak_bytes')}.",
             "",
             _counting_table(rows, route),
+            "",
+        ]
+    if "memory" in results:
+        res = results["memory"]
+        rows = res["memory"]
+        lines += [
+            "**The driver's memory.** Peak Python memory of the driver process (tracemalloc, NumPy included) over "
+            f"whole fits on 2 worker processes, P = 8, {rows[0]['n']:,} curves (d = 50, m = 100), Nyström features: "
+            "what the driver holds is D_x × D_x-sized (the root of a reduce, the SVD of its factor, the Nyström "
+            "whitening, the MM metric) and does not grow with P or n (the counted peaks above). Memory does not "
+            "depend on the load.",
+            "",
+            provenance(res["machine"], res["argv"], load_end=res.get("load_end")),
+            "",
+            markdown_table(
+                ["route", "D_x", "driver peak (MB)", "peak / (8 D_x²)"],
+                [[r["route"], r["D_x"], f"{r['peak_bytes'] / 1e6:,.1f}", f"{r['per_Dx2']:.1f}"] for r in rows],
+            ),  # fmt: skip
             "",
         ]
     if "model" in results:
@@ -1124,6 +1189,10 @@ def main(argv=None) -> None:
                         help=f"count per pass of the real routes ({', '.join(ROUTES)}; default all)")  # fmt: skip
     parser.add_argument("--model", action="store_true", help="the cost model: constants, validation, projections")
     parser.add_argument("--speedup", action="store_true", help="default routes on 2 workers against 1")
+    parser.add_argument("--memory", action="store_true", help="the driver's peak memory over whole fits")
+    parser.add_argument("--memory-n", type=int, default=16_000, help="curves of the memory fits (16000)")
+    parser.add_argument("--memory-features", type=int, nargs="+", default=[250, 500, 1000, 2000],
+                        help="D_x of the memory fits (250 500 1000 2000)")  # fmt: skip
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=16, help="worker processes of the counting runs (default 16)")
     parser.add_argument("--passes", type=int, default=4, help="passes per setting of the counting runs (default 4)")
@@ -1158,6 +1227,8 @@ def main(argv=None) -> None:
                 results["counting"] = bench_counting(args)
             elif part == "routes":
                 results["routes"] = bench_routes(args)
+            elif part == "memory":
+                results["memory"] = bench_memory(args)
             elif part == "model":
                 results.update(bench_model(args))
                 model_figure(results["projection"], figure_path("scale_out", args.quick))

@@ -437,9 +437,7 @@ class RFSettings:
         "the rounding): a fit is bit-identical on every executor for the same P and s.",
     )  # fmt: skip
     partitions_per: str = _opt(
-        "thread", Choice(PARTITIONS_PER), type_doc='{"thread", "worker"}', cli="--partitions-per",
-        brief="on a Dask cluster: one single-threaded partition per worker thread (default), or one partition per "
-        "worker whose threads share its chunks (the layout for workers of many threads, one per node)",
+        "thread", Choice(PARTITIONS_PER), type_doc='{"thread", "worker"}',
         doc="How partitions map onto a Dask cluster. \"thread\": one single-threaded task per partition, P defaults "
         "to the cluster's worker threads. \"worker\": P defaults to the number of workers, and a worker of T threads "
         "runs each full-batch pass's task (closed-form sums, MM gradients, the selection's passes) on a pool of its "

@@ -628,7 +628,8 @@ def test_slurm_jobqueue_config_renders_a_worker_job(monkeypatch, tmp_path):
         dask.config.config.clear()
         dask.config.config.update(saved)
         os.environ.pop("RFFOR_CLUSTER_DIR", None)
-    assert "--nthreads 1" in script and "--nworkers 32" in script and "--nanny" in script
+    # the per-node layout: one worker process of a thread per core per job
+    assert "--nthreads 32" in script and "--nworkers" not in script and "--nanny" in script
     assert 'export DASK_CONFIG="$RFFOR_CLUSTER_DIR/dask.yaml"' in script
 
 
