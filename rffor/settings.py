@@ -229,7 +229,7 @@ def _describe(a) -> str:
 _SGD_PER_WORKER = (
     "partitions_per='worker' shares a partition's chunks among a worker's threads; a DSGD partition is one sequential "
     "chain of steps (rff_method='sgd', or level_sampling): use partitions_per='thread' (one partition per worker "
-    "thread)"
+    "thread; on workers of many threads a task runs split_every partitions at once)"
 )
 
 
@@ -445,7 +445,9 @@ class RFSettings:
         "the same bits for any T): tasks, merges and driver messages per pass then grow with the workers, not the "
         "cores. In this process (no Dask) \"worker\" uses the CPUs of the process the same way. Part of the model's "
         "definition for a given P (the per-chunk fold sets the rounding). DSGD rounds, whose partition is one "
-        "sequential chain of steps, need \"thread\".",
+        "sequential chain of steps, need \"thread\": on workers whose threads are a multiple of ``split_every``, a "
+        "task then runs a group of ``split_every`` partitions (the merge tree's first level) on the worker's "
+        "threads, so a round has P / ``split_every`` leaf tasks, with the same bits.",
     )  # fmt: skip
     feature_cache: int = _opt(
         2**32, Int(0), type_doc="int",

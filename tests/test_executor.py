@@ -423,6 +423,44 @@ def test_partitions_per_worker_fold_chunks_in_order_whatever_the_threads(store, 
     assert len(pooled) == 4 and len({pid for pid, _ in pooled}) == 2, names  # 2 partitions x 2 threads of a worker
 
 
+@pytest.mark.timeout(300)
+def test_first_level_groups_run_as_tasks_on_workers_of_many_threads(store):
+    """``partitions_per="thread"`` on 2 workers of 4 threads with split_every 4: each group of 4 consecutive
+    partitions (the tree's first level) is one task run on its worker's threads, so a pass of P = 16 has 4 leaf
+    tasks and 1 merge task instead of 16 and 5, with the serial bits (the same tree, folded in the same order); a
+    DSGD fit on that cluster equals the serial one."""
+    from distributed import Client, LocalCluster
+
+    from rffor.losses import Huber
+    from rffor.solvers.rff import fit_rff
+
+    ref = [run(SerialExecutor(split_every=4), store, 16, fn, W_SMALL, combine=c)[0][0]
+           for fn, c in ((rd.tsqr_leaf, merge_triangular), (rd.gram_leaf, None))]  # fmt: skip
+    kw = dict(loss=Huber(0.1, 2), rff_method="sgd", n_features_x=64, n_epochs=1, batch_size=32, random_state=3,
+              n_partitions=16, split_every=4, input_features="rff")  # fmt: skip
+    dsgd = fit_rff(store, **kw)
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=4, processes=True, host="127.0.0.1", **NO_DASHBOARD) as cluster,
+        Client(cluster, set_as_default=False) as c,
+    ):
+        ex = DaskExecutor(client=c, split_every=4)
+        out, stats = [], []
+        for fn, comb in ((rd.tsqr_leaf, merge_triangular), (rd.gram_leaf, None)):
+            o, st = run(ex, store, 16, fn, W_SMALL, combine=comb)
+            out.append(o[0])
+            stats.append(st[0])
+        with ex.open(store, 16) as s:
+            names = s.reduce(rd.thread_names, s.share(W_SMALL), D, combine=operator.or_)
+        remote = fit_rff(store, executor=DaskExecutor(client=c), **kw)
+    for a, b in zip(out, ref, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert [(st.leaves, st.merges, st.driver_merges, st.depth) for st in stats] == [(16, 15, 0, 2)] * 2
+    assert all(st.tasks - st.broadcast_copies == 4 + 1 for st in stats)
+    pooled = {(pid, n) for pid, n in names if n.startswith("rffor-part")}
+    assert len(pooled) >= 6 and len({pid for pid, _ in pooled}) == 2, names  # 4 groups on 2 workers' threads
+    np.testing.assert_array_equal(remote.coef, dsgd.coef)
+
+
 def _pieces_passes(executor, data, P):
     """Reduces over row pieces of 3 of the 32 chunks, through ``session.over``."""
     with executor.open(data, P, split_every=3) as s:

@@ -248,6 +248,8 @@ def test_selection_on_a_sample_runs_on_every_partition_and_resumes_to_the_same_b
                                [c.score for c in whole.path.candidates[:3]], rtol=1e-9)  # fmt: skip
     shipping = _ShippingExecutor()  # pieces of in-memory rows, pickled as a worker receives them
     np.testing.assert_array_equal(fit_rff(data, executor=shipping, **kw).coef, res.coef)
+    # the pieces' features are cached under their own keys: the same bits without the cache
+    np.testing.assert_array_equal(fit_rff(data, executor=SerialExecutor(), feature_cache=0, **kw).coef, res.coef)
     pooled = [fit_rff(data, executor=SerialExecutor(threads=t), partitions_per="worker", **kw) for t in (1, 3)]
     np.testing.assert_array_equal(pooled[0].coef, pooled[1].coef)
     assert pooled[0].lam == res.lam

@@ -9,7 +9,8 @@ file system every node sees (or an object-store URL). The fit is the default rou
 square-loss closed form as a warm start, then full-batch majorize-minimize passes, one partition per node
 (``partitions_per="worker"``: a node's threads share its chunks; P = the jobs). Every pass's partial results merge
 on the workers by a fixed tree; the driver receives one result per pass. ``--method sgd`` trains by rounds of local
-SGD instead, one single-threaded partition per core. After every pass the driver writes a checkpoint; if the driver
+SGD instead, one partition (a chain of steps) per core, split_every of them per task on a node's threads. After
+every pass the driver writes a checkpoint; if the driver
 job dies, submit it again: it resumes from the checkpoint and ends with the same model. Workers that die
 (preemption, walltime) are replaced by dask-jobqueue and their tasks rerun elsewhere with the same result.
 """
@@ -76,15 +77,12 @@ def main(argv=None) -> int:
 
     sgd = args.method == "sgd"
     cores = int(dask.config.get("jobqueue.slurm.cores") or 1)
-    # DSGD: one single-threaded worker per core (its partition is one sequential chain of steps)
-    overrides = {"processes": cores} if sgd else {}
-    cluster = make_cluster(0 if args.print_job_script else args.jobs, **overrides)
+    cluster = make_cluster(0 if args.print_job_script else args.jobs)
     with cluster, Client(cluster, set_as_default=False) as client:
         if args.print_job_script:
             print(cluster.job_script())
             return 0
-        per_job = cores if sgd else int(dask.config.get("jobqueue.slurm.processes") or 1)
-        n_workers = args.jobs * per_job
+        n_workers = args.jobs * int(dask.config.get("jobqueue.slurm.processes") or 1)
         print(f"waiting for {n_workers} workers ({args.jobs} SLURM jobs)...", flush=True)
         tic = time.perf_counter()
         client.wait_for_workers(n_workers, timeout=24 * 3600)
@@ -98,6 +96,7 @@ def main(argv=None) -> int:
             rff_method=args.method,
             n_features_x=args.n_features_x,
             n_epochs=args.epochs,
+            # DSGD: a chain of steps per core (a partition is one sequential chain); otherwise one per node
             n_partitions=args.partitions or (args.jobs * cores if sgd else args.jobs),
             partitions_per="thread" if sgd else "worker",
             client=client,

@@ -27,6 +27,12 @@ recomputes one lost with its worker. (``client.scatter(broadcast=True)`` replica
 worker killed during the replication made distributed 2026.8 retry the dead address until the key was released:
 the round hung; ``client.replicate`` is a blocking scheduler call with the same transfers.)
 
+Tasks per pass: with ``partitions_per="thread"`` on workers of several threads (a multiple of ``split_every``), each
+group of ``split_every`` consecutive partitions (the tree's first level) runs as one task on a pool of its worker's
+threads (:func:`_group_leaf`), folded in partition order as the tree's merge would: a pass has P / s leaf tasks, the
+same bits. With ``partitions_per="worker"`` a worker runs one task per pass whose chunks its threads share
+(:func:`_pooled_leaf`, :func:`rffor.executor.fold_chunks`).
+
 Placement: tasks of a store-backed fit go to the worker threads in contiguous blocks of partitions by soft hints
 (a task whose worker is gone runs elsewhere; never a hard pin, DASK_NOTES.md), so that a merge group's inputs
 mostly share a worker; in-memory partitions' tasks follow their data; a merge is hinted to the worker most of
@@ -488,6 +494,28 @@ def _pooled_leaf(fn, combine, part, p, chunk_ids, *args):
     return None if result is None else _Packed(result)
 
 
+def _group_leaf(fn, combine, parts, ps, chunk_ids, *args):
+    """A first-level node of the merge tree as one task: its partitions' results computed on a pool of this worker's
+    threads (one BLAS thread each) and folded left to right, as a merge task would fold them, packed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed import get_worker
+
+    from . import one_blas_thread
+
+    worker = get_worker()
+    threads = int(getattr(worker, "nthreads", None) or worker.state.nthreads)
+    unpacked = tuple(a.unpack() if isinstance(a, _Packed) else a for a in args)
+    parts = [part.unpack() if isinstance(part, _Packed) else part for part in parts]
+
+    def one(k):
+        return fn(parts[k], ps[k], chunk_ids[k], *unpacked)
+
+    with one_blas_thread(), ThreadPoolExecutor(max(1, min(threads, len(ps))), thread_name_prefix="rffor-part") as pool:
+        total = fold_group(pool.map(one, range(len(ps))), combine)
+    return None if total is None else _Packed(total)
+
+
 def _merge(combine, *children):
     """A node of the merge tree: its children (packed results or None) folded left to right, packed again (each
     child unpacked when its turn comes: two unpacked partials at a time)."""
@@ -849,17 +877,46 @@ class _DaskSession:
         where = self._leaf_workers(selected, layout)
         shared = [a for a in args if isinstance(a, _Handle)] + ([layout.parts[0]] if layout.inline and n else [])
         pooled = tree is not None and self.partitions_per == "worker" and is_chunkwise(fn)
+        fused = tree is not None and not pooled and layout.inline and self._fused_groups(tree[0])
         copies = self._broadcast(shared, [w for p, w in enumerate(where) if selected[p] and w is not None])
 
         def on(handle: _Handle, worker):
             return handle.copies.get(worker, handle.future)
 
         futures: dict[int, Any] = {}
+        names: dict[int, str] = {}
         merges: dict[tuple[int, int], Any] = {}
         n_merges = depth = 0
+        levels = tree_levels(n, tree[0]) if tree is not None else []
         try:
+            if fused:  # the tree's first level as tasks: each runs its group's partitions on its worker's threads
+                s, combine = tree
+                nodes = []
+                for g, members in enumerate(levels[0] if levels else [range(n)]):
+                    live = [p for p in members if selected[p]]
+                    if not live:
+                        nodes.append((None, None))
+                        continue
+                    w = where[live[0]]
+                    hint = {"workers": [w], "allow_other_workers": True} if w is not None else {}
+                    futures[live[0]] = client.submit(
+                        _group_leaf,
+                        fn,
+                        combine,
+                        [on(layout.parts[p], w) for p in live],
+                        live,
+                        [selected[p] for p in live],
+                        *[on(a, w) if isinstance(a, _Handle) else a for a in args],
+                        key=f"{name}-g{g}-a{attempt}",
+                        pure=False,
+                        **hint,
+                    )
+                    names[live[0]] = f"partitions {live[0]}-{live[-1]}"
+                    n_merges += len(live) - 1
+                    nodes.append((futures[live[0]], w))
+                levels, first_level = levels[1:], 2
             for p, ids in enumerate(selected):
-                if not ids:
+                if not ids or fused:
                     continue
                 w = where[p]
                 hint = {"workers": [w], "allow_other_workers": True} if w is not None else {}
@@ -876,10 +933,10 @@ class _DaskSession:
             root = None
             if tree is not None:
                 s, combine = tree
-                nodes = [(futures.get(p), where[p]) for p in range(n)]
-                levels = tree_levels(n, s)
-                depth = len(levels)
-                for level, groups in enumerate(levels, start=1):
+                depth = len(tree_levels(n, s))
+                if not fused:
+                    nodes, first_level = [(futures.get(p), where[p]) for p in range(n)], 1
+                for level, groups in enumerate(levels, start=first_level):
                     up = []
                     for g, members in enumerate(groups):
                         children = [nodes[i] for i in members if nodes[i][0] is not None]
@@ -909,7 +966,7 @@ class _DaskSession:
             except TimeoutError:
                 if self._scheduler_lost():
                     raise _CFCancelledError("the scheduler connection was lost") from None
-                raise RoundTimeoutError(self._hang_report(label, futures, merges, timeout)) from None
+                raise RoundTimeoutError(self._hang_report(label, futures, merges, timeout, names)) from None
             for f in everything:  # leaves first: a lost task is retried; a task's own error fails the fit
                 if f.status == "cancelled":
                     raise _CFCancelledError(f"task {f.key} was cancelled (its worker or its input was lost)")
@@ -918,7 +975,7 @@ class _DaskSession:
             stats = PassStats(
                 label,
                 n,
-                len(futures),
+                sum(1 for ids in selected if ids),
                 len(futures) + len(merges) + copies,
                 depth=depth,
                 merges=n_merges,
@@ -948,14 +1005,26 @@ class _DaskSession:
             return [w for w in sorted(nthreads) for _ in range(per(w))]
         return []
 
-    def _hang_report(self, label: str, futures: dict, merges: dict, timeout: float) -> str:
+    def _fused_groups(self, s: int) -> bool:
+        """Whether a reduce runs its tree's first level as tasks (``partitions_per="thread"`` on workers whose
+        threads are a multiple of the fan-in s: a group of s consecutive partitions fills s of a worker's threads).
+        The results are those of the tree, merged in the same order: this changes the tasks, not the bits."""
+        if self.partitions_per != "thread":
+            return False
+        with contextlib.suppress(Exception):
+            counts = [int(t) for t in self.client.nthreads().values()]
+            return bool(counts) and all(t >= s and t % s == 0 for t in counts)
+        return False
+
+    def _hang_report(self, label: str, futures: dict, merges: dict, timeout: float, names=None) -> str:
         where = {}
         with contextlib.suppress(Exception):
             for worker, keys in self.client.processing().items():
                 for key in keys:
                     where[str(key)] = worker
         parts = []
-        for what, f in [(f"partition {p}", f) for p, f in futures.items()] + [
+        names = names or {}
+        for what, f in [(names.get(p, f"partition {p}"), f) for p, f in futures.items()] + [
             (f"merge {level}.{g}", f) for (level, g), f in merges.items()
         ]:
             if f.status != "pending":
