@@ -642,7 +642,8 @@ def pass_time(
       chunks), plus, per worker task, the fold of its chunks' results (``n_chunks / P`` merges on one more thread:
       1/threads of it delays the pass);
     - scheduler: ``t_task`` per task (leaves, merge tasks, broadcast copies to every worker but the fan-out's
-      first) and ``t_pass`` per pass;
+      first) and ``t_pass`` per pass; with ``layout="thread"`` on workers whose threads are a multiple of s, the
+      tree's first level runs as tasks of s partitions each (P / s leaf tasks);
     - ``era="after"``: the tree: depth × ((s − 1) merges + one partial's transfer + latency) on the critical path,
       the root to the driver, the shared object down a tree of fan-out 2 (ceil(log2 workers) hops);
       ``"before"``: every partial to the driver, received one after another, P − 1 merges there (a dense QR for the
@@ -662,6 +663,9 @@ def pass_time(
         merges, depth = _merge_tasks(P, s)
         copies = (workers - 1) if shared and workers - 1 > fanout else 0
         tasks = P + merges + copies
+        if layout == "thread" and threads >= s and threads % s == 0:  # first-level groups as tasks
+            groups = math.ceil(P / s)
+            tasks = groups + _merge_tasks(groups, s)[0] + copies
         tree = depth * ((s - 1) * c["merge_after"] + part / bandwidth + latency) + part / bandwidth
         bcast = hops * (shared / bandwidth + latency) if shared else 0.0
     else:
@@ -740,7 +744,8 @@ def project(consts_by_dx: dict, cl: dict) -> list[dict]:
     issue 23: before, one single-threaded worker per core, P = cores, every partial gathered and folded on the
     driver (dense QRs), shared objects fetched from one worker; after, the tree on the workers, broadcasts by tree,
     nodes of 16 cores running one partition each for the closed form and MM (``partitions_per="worker"``) and one
-    per core for DSGD (one worker process of 16 threads per node)."""
+    per core for DSGD (one worker process of 16 threads per node, the tree's first level of 8 partitions per
+    task)."""
     out = []
     for D_x, consts in sorted(consts_by_dx.items()):
         for n in (10**7, 10**8):
@@ -1158,7 +1163,8 @@ def _model_lines(res: dict) -> list[str]:
         f"of {MODEL_CHUNK_ROWS:,} curves. Before: one single-threaded worker per core, P = cores, partials gathered "
         "and folded on the driver (dense QRs), shared objects fetched from one worker. After: the tree on the "
         "workers, broadcasts by tree, one worker process per node, one partition per node for the closed form and "
-        'MM (`partitions_per="worker"`) and one per core for DSGD. Goals (n = 1e8, D_x = 1000): ≥ 90% at 256 '
+        'MM (`partitions_per="worker"`) and one per core for DSGD (8 per task: the first level of the tree). Goals '
+        "(n = 1e8, D_x = 1000): ≥ 90% at 256 "
         "cores and ≥ 75% at 1024 on all three routes; the D_x = 4000 closed form ≥ 70% at 1024.",
         "",
         markdown_table(
