@@ -1,27 +1,41 @@
-"""Scale-out evidence (issue 23): merges on the workers, broadcasts by tree, counted per pass.
+"""Scale-out evidence (issue 23): merges on the workers, broadcasts by tree, every worker busy, counted and modelled.
 
-    python benchmarks/scale_out.py --tpqrt              # TSQR merge: LAPACK tpqrt against a dense QR, one thread
-    python benchmarks/scale_out.py --counting           # counts per pass, real scheduler, 16 workers, P = 2 … 128
-    python benchmarks/scale_out.py --counting --quick   # 4 workers, P = 2 … 16 (a smoke test, ~2 minutes)
+    python benchmarks/scale_out.py --tpqrt        # TSQR merge: LAPACK tpqrt against a dense QR, one thread
+    python benchmarks/scale_out.py --counting     # counts per pass of a synthetic reduction, 16 workers, P = 2 … 128
+    python benchmarks/scale_out.py --routes       # counts per pass of the real routes, 16 workers, P = 2 … 128
+    python benchmarks/scale_out.py --memory       # the driver's peak memory over whole fits, D_x = 250 … 2000
+    python benchmarks/scale_out.py --model        # cost model: constants, validation, projections (QUIET machine)
+    python benchmarks/scale_out.py --speedup      # default routes on 2 workers against 1 (QUIET machine)
+    python benchmarks/scale_out.py --report       # rewrite the README block from the saved results
+    (--quick: small sizes, a smoke test; results go to *_quick.json and nothing to the README)
 
 1. ``--tpqrt``: :func:`rffor._linalg.merge_triangular` (``dtpqrt`` + ``dtpmqrt``) against
    :func:`rffor._linalg.triangular_update` (a dense QR of the stacked pair) for two TSQR factors ``[R | Z]`` of
    D_x × (D_x + k), D_x + k = 1100 and 4100, one BLAS thread; and :func:`rffor._linalg.append_rows` against
-   ``triangular_update`` for one block of new rows (the leaf's step). Best of ``--repeats`` runs each, with the
-   largest difference of the two results (signs of rows normalised, relative to the largest entry).
-2. ``--counting``: :func:`count_passes`, a generic harness that runs passes of a given task over a real
-   ``dask scheduler`` with ``dask worker`` processes (one thread each; rffor's cluster/dask.yaml) for P from 2 to
-   128, and records per pass: the merges done by the driver, the bytes its connection to the scheduler received and
-   sent (the kernel's counters, :func:`rffor.executor.dask.wire_bytes`), its peak memory during the reduce
-   (tracemalloc, on the last pass of each setting only), tasks, tree depth and the driver's idle tail (last task's
-   end on a worker → the pass's result on the driver, from the scheduler's task stream). Two modes: ``tree``
-   (``session.reduce``: merges on the workers, the root gathered) and ``driver`` (the behaviour before issue 23:
-   every partition's result gathered by ``session.map`` and folded on the driver in partition order). The task
-   here is synthetic: the TSQR factor of random cosine features of a partition's rows next to its outputs (D_x =
-   ``--features`` columns), merged by ``merge_triangular``; the routes' own tasks plug in through
-   :func:`count_passes`'s ``task``/``make_args``/``combine``.
+   ``triangular_update`` for one block of new rows (the leaf's step).
+2. ``--counting`` and ``--routes``: :func:`count_passes` runs passes of a task over a real ``dask scheduler`` with
+   ``dask worker`` processes (one thread each; rffor's cluster/dask.yaml) for P from 2 to 128, and records per pass:
+   the merges done by the driver, the bytes its connection to the scheduler received and sent (the kernel's
+   counters, :func:`rffor.executor.dask.wire_bytes`), its peak memory during the reduce (tracemalloc, last pass),
+   tasks, tree depth and the driver's idle tail (last task's end on a worker → the pass's result on the driver).
+   Two modes: ``tree`` (``session.reduce``: merges on the workers, shared objects broadcast by a tree) and
+   ``driver`` (before issue 23: every partition's result gathered and folded on the driver, shared objects fetched
+   from one worker). ``--counting``: a synthetic TSQR reduction; ``--routes``: the routes' own tasks
+   (:func:`route_pass`: the closed form's sums, an MM gradient pass, a DSGD round, a ``lam="auto"`` selection pass
+   over row pieces of a sample of chunks) at D_x = ``--route-features``.
+3. ``--memory``: the driver's peak over whole fits (closed form, MM, ``lam="auto"``) on 2 worker processes, the
+   basis of the driver's memory formula in cluster/README.md.
+4. ``--model``: constants measured in the run (rows/s per core of each route's task, merges, the driver's solves,
+   bytes; the scheduler's time per task and per pass from passes of no-op tasks; transfer rates), a model of a
+   pass (:func:`pass_time`) validated against passes measured on this machine (1-16 workers, both layouts), and
+   its projection of the efficiency at 16-1024 cores for n = 1e7 and 1e8, D_x = 1000 and 4000, before and after
+   issue 23 (:func:`project`, figure ``benchmarks/figures/scale_out.png``).
+5. ``--speedup``: whole fits by the default routes (closed form, MM, ``lam="auto"``) in process, on 1 worker and on
+   2 workers (:func:`bench_speedup`).
 
-Results go to ``benchmarks/results/scale_out[_quick].json`` and the "scale_out" block of benchmarks/README.md.
+Timings (the model's constants and validation, the speedup) are published in the README only from a run whose load
+average stayed at most :data:`LOAD_LIMIT`; counts and memory do not depend on the load. Results go to
+``benchmarks/results/scale_out_<part>[_quick].json`` and the "scale_out" block of benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -1212,10 +1226,11 @@ def main(argv=None) -> None:
     parser.add_argument("--speedup-n", type=int, default=100_000, help="curves of the speedup fits (100000)")
     parser.add_argument("--speedup-features", type=int, default=1000, help="Nyström centres of those fits (1000)")
     parser.add_argument("--split-every", type=int, default=8)
+    parser.add_argument("--report", action="store_true", help="only write the README block from the saved results")
     args = parser.parse_args(argv)
     parts = [p for p in PARTS if (getattr(args, p) is not None if p == "routes" else getattr(args, p))]
-    if not parts:
-        parser.error("choose at least one of --tpqrt, --counting, --routes, --model, --speedup")
+    if not parts and not args.report:
+        parser.error("choose at least one of --tpqrt, --counting, --routes, --memory, --model, --speedup, --report")
     if args.routes is not None and not args.routes:
         args.routes = list(ROUTES)
     if args.quick:
