@@ -28,6 +28,7 @@ def main(argv=None) -> int:
     parser.add_argument("--data", required=True, help="Zarr store (path or fsspec URL); created if missing")
     parser.add_argument("--n", type=int, default=200_000, help="curves to generate (default 200000)")
     parser.add_argument("--m", type=int, default=100, help="grid points per curve (default 100)")
+    parser.add_argument("--chunk-rows", type=int, default=None, help="rows per chunk of a new store (default ~8 MB)")
     parser.add_argument(
         "--method", default="auto", choices=["auto", "mm", "sgd"], help="auto: MM passes for the Huber loss; sgd: DSGD"
     )
@@ -79,7 +80,7 @@ def main(argv=None) -> int:
     except FileNotFoundError:
         tic = time.perf_counter()
         train = make_synthetic(args.n, 0, m=args.m, p_in=50, nonlinear=True, noise=0.05, random_state=1)
-        ds = rffor.data.write(args.data, train.X_train, train.Y_train, train.theta)
+        ds = rffor.data.write(args.data, train.X_train, train.Y_train, train.theta, chunks=args.chunk_rows)
         print(f"wrote {ds!r} in {time.perf_counter() - tic:.1f} s", flush=True)
 
     est = FunctionalRegressor(

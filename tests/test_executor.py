@@ -517,7 +517,7 @@ def test_idle_workers_are_warned_about():
         with pytest.warns(IdleWorkersWarning, match=r"2 of the 4 worker threads .*n_partitions = 2.*>= 4"):
             with ex.open(many, 2):
                 pass
-        with pytest.warns(IdleWorkersWarning, match=r"4 threads of the 2 workers share 3 chunks: 1 threads"):
+        with pytest.warns(IdleWorkersWarning, match=r"4 threads of the 2 worker\(s\) share 3 chunks: 1 thread\(s\)"):
             with ex.open(few, partitions_per="worker"):
                 pass
         with warnings.catch_warnings():

@@ -135,7 +135,7 @@ def idle_message(units: int, what: str, partitions: int, workers: int, threads: 
         )
     if partitions_per == "worker" and units < threads:
         return (
-            f"the {threads} threads of the {workers} workers share {units} {what}: {threads - units} threads stay "
+            f"the {threads} threads of the {workers} worker(s) share {units} {what}: {threads - units} thread(s) stay "
             f"idle in every pass (a task's threads share its partition's {what}); {fix}"
         )
     return None
