@@ -87,3 +87,9 @@ def thread_names(part, p, chunk_ids, W, D):
     """The (process, thread name) pairs that computed the partition's chunks (merge: set union), 50 ms per chunk."""
     time.sleep(0.05)
     return frozenset([(os.getpid(), threading.current_thread().name)])
+
+
+def chunk_label(part, p, chunk_ids, *args):
+    """The chunk's id as a string (one chunk per call: to see the shape of a partition's tree of chunks)."""
+    (i,) = chunk_ids
+    return str(i)

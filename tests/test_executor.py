@@ -28,7 +28,7 @@ from rffor.executor import (
     SchedulerLostError,
     SerialExecutor,
     check_split_every,
-    fold_group,
+    fold_chunks,
     make_executor,
     sum_in_order,
     tree_fold,
@@ -385,19 +385,25 @@ W_SMALL = rd.make_frequencies(6, D)
 
 
 @pytest.mark.timeout(300)
-def test_partitions_per_worker_fold_chunks_in_order_whatever_the_threads(store, tmp_path):
-    """``partitions_per="worker"``: a partition's result is the fold of its chunks' results in chunk order, computed
-    by a pool of the worker's threads: the same bits with 1 or 3 threads in process, on a LocalCluster of 2
-    two-thread workers and on separate worker processes of 3 threads; P defaults to the workers; the pool's threads
-    do run the chunks (a worker's partition spread over its threads)."""
+def test_partitions_per_worker_merge_chunks_by_a_fixed_tree_whatever_the_threads(store, tmp_path):
+    """``partitions_per="worker"``: a partition's result is its chunks' results merged by the fixed tree over them
+    (fan-in split_every; every shape of its last groups), computed on a pool of the worker's threads: the same bits
+    with 1 or 3 threads in process, on a LocalCluster of 2 two-thread workers and on separate worker processes of 3
+    threads; P defaults to the workers; the pool's threads do run the chunks."""
     from distributed import Client, LocalCluster
 
     one = _per_worker(SerialExecutor(threads=1), store, 4)
     three = _per_worker(SerialExecutor(threads=3), store, 4)
-    # the definition: per-chunk results folded in chunk order, then the tree over the partitions
-    parts = [fold_group([rd.tsqr_leaf(store, p, [i], W_SMALL, D) for i in g], merge_triangular) for p, g in
+    # the definition: per-chunk results merged by the tree over a partition's chunks, then over the partitions
+    parts = [tree_fold([rd.tsqr_leaf(store, p, [i], W_SMALL, D) for i in g], 2, merge_triangular)[0] for p, g in
              enumerate(store.partition(4))]  # fmt: skip
     np.testing.assert_array_equal(one[0], tree_fold(parts, 2, merge_triangular)[0])
+    for n, s in ((1, 2), (7, 3), (9, 3), (10, 3), (16, 4), (17, 4), (8, 8)):  # every shape of the last groups
+        chunks = list(range(n))
+        expect = tree_fold([rd.label_leaf(None, i, [i], None, None) for i in chunks], s, rd.bracket)[0]
+        for t in (1, 3):
+            got = fold_chunks(rd.chunk_label, None, 0, chunks, (), rd.bracket, t, s)
+            assert got == expect, (n, s, t, got, expect)
     per_thread = run(SerialExecutor(split_every=2), store, 4, rd.tsqr_leaf, W_SMALL, combine=merge_triangular)[0][0]
     assert not np.array_equal(one[0], per_thread)  # other rounding than a partition's rows appended in sequence
     np.testing.assert_allclose(one[0], per_thread, rtol=1e-10, atol=1e-10 * np.abs(per_thread).max())

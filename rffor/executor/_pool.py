@@ -1,9 +1,10 @@
 """Partitions per worker: a partition's task shares its chunks among the threads of its worker.
 
 With ``partitions_per="worker"`` a worker of T threads runs one task per partition, and a reduce whose task is
-:func:`chunkwise` computes the partition's result as the fold, in chunk order, of the task's results on its chunks
-one at a time (:func:`fold_chunks`), T chunks at once on a pool of T threads, each with one BLAS thread. The units
-(chunks) and their order are fixed by the data, not by T: the result has the same bits for any T, on any executor.
+:func:`chunkwise` computes the partition's result from the task's results on its chunks one at a time, merged by
+the fixed tree of the reduce over the chunks in order (:func:`fold_chunks`), T chunks (and merges) at once on a
+pool of T threads, each with one BLAS thread. The units (chunks), their order and the tree are fixed by the data
+and ``split_every``, not by T: the result has the same bits for any T, on any executor.
 Per-pass costs that grow with the number of tasks (scheduling, merges, the driver's messages) then grow with the
 number of workers, not of cores.
 """
@@ -12,12 +13,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import itertools
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from ._tree import fold_group
+from ._tree import check_split_every, fold_group
 
 __all__ = ["PARTITIONS_PER", "chunkwise", "is_chunkwise", "fold_chunks", "one_blas_thread"]
 
@@ -73,11 +73,17 @@ def one_blas_thread():
                 _blas_limits = None
 
 
-def fold_chunks(fn: Callable, part, p: int, chunk_ids: Sequence[int], args: tuple, combine, threads: int):
+def fold_chunks(
+    fn: Callable, part, p: int, chunk_ids: Sequence[int], args: tuple, combine, threads: int, split_every: int
+):
     """A chunkwise task's result on a partition: ``fn(part, p, [i], *args)`` for each chunk i of ``chunk_ids``,
-    folded left to right with ``combine`` (None results skipped), computed ``threads`` chunks at a time.
+    merged by the fixed tree of :func:`rffor.executor.tree_fold` over the chunks in order (fan-in ``split_every``),
+    on a pool of ``threads`` threads.
 
-    At most ``2 · threads`` chunk results wait to be folded (memory bounded whatever the partition's size).
+    A group's merge runs on the pool as soon as its members are done, so the merges are shared by the threads as
+    the chunks are (a left fold on one thread would hold up the pass when merges are slow: TSQR factors at large
+    D_x). The tree depends on the number of chunks and ``split_every`` only: the same bits for any ``threads``. At
+    most ``2 · threads`` chunks are in flight, and at most ``split_every − 1`` results wait per level of the tree.
 
     Parameters
     ----------
@@ -88,30 +94,49 @@ def fold_chunks(fn: Callable, part, p: int, chunk_ids: Sequence[int], args: tupl
     combine : callable or None
         ``combine(a, b)``; None: ``a + b``.
     threads : int
-        Threads of the pool (1: in this thread).
+        Threads of the pool.
+    split_every : int >= 2
+        Fan-in of the tree.
 
     Returns
     -------
-    The fold (None if every result is None).
+    The root (None if every result is None).
     """
     ids = [int(i) for i in chunk_ids]
+    s = check_split_every(split_every)
+    if not ids:
+        return None
 
     def unit(i):
         return fn(part, p, [i], *args)
 
-    with one_blas_thread():
-        if threads <= 1 or len(ids) <= 1:
-            return fold_group((unit(i) for i in ids), combine)
-        with ThreadPoolExecutor(min(int(threads), len(ids)), thread_name_prefix="rffor-chunk") as pool:
-            todo = iter(ids)
-            pending = collections.deque(pool.submit(unit, i) for i in itertools.islice(todo, 2 * int(threads)))
+    def merge(group):
+        return fold_group([f.result() for f in group], combine)
 
-            def results():
-                while pending:
-                    value = pending.popleft().result()
-                    for i in todo:  # keep the pool fed: one new chunk for each one taken
-                        pending.append(pool.submit(unit, i))
-                        break
-                    yield value
+    with one_blas_thread(), ThreadPoolExecutor(max(1, min(int(threads), len(ids))), "rffor-chunk") as pool:
+        levels: list[list] = [[]]  # levels[l]: the nodes of level l not yet grouped (futures), in order
 
-            return fold_group(results(), combine)
+        def add(level: int, node) -> None:
+            if level == len(levels):
+                levels.append([])
+            levels[level].append(node)
+            if len(levels[level]) == s:  # a full group: its merge is a node of the level above
+                group, levels[level] = levels[level], []
+                add(level + 1, pool.submit(merge, group))
+
+        window: collections.deque = collections.deque()
+        for i in ids:
+            if len(window) >= 2 * max(1, int(threads)):
+                window.popleft().result()  # bound the chunks in flight
+            node = pool.submit(unit, i)
+            window.append(node)
+            add(0, node)
+        # the tree's last, short groups: each level's remainder is one node of the level above (merged if it holds
+        # more than one), up to the level that holds the root alone
+        level = 0
+        while not (level == len(levels) - 1 and len(levels[level]) == 1):
+            group, levels[level] = levels[level], []
+            if group:
+                add(level + 1, pool.submit(merge, group) if len(group) > 1 else group[0])
+            level += 1
+        return levels[-1][0].result()

@@ -481,16 +481,17 @@ def _leaf(fn, part, p, chunk_ids, *args):
     return None if result is None else _Packed(result)
 
 
-def _pooled_leaf(fn, combine, part, p, chunk_ids, *args):
+def _pooled_leaf(fn, combine, split_every, part, p, chunk_ids, *args):
     """A leaf of a chunkwise reduce with ``partitions_per="worker"``: the partition's chunks shared among this
-    worker's threads, their results folded in chunk order (:func:`rffor.executor.fold_chunks`), packed."""
+    worker's threads, their results merged by the fixed tree over the chunks (:func:`rffor.executor.fold_chunks`),
+    packed."""
     from distributed import get_worker
 
     worker = get_worker()
     threads = getattr(worker, "nthreads", None) or worker.state.nthreads
     unpacked = tuple(a.unpack() if isinstance(a, _Packed) else a for a in args)
     part = part.unpack() if isinstance(part, _Packed) else part
-    result = fold_chunks(fn, part, p, chunk_ids, unpacked, combine, int(threads))
+    result = fold_chunks(fn, part, p, chunk_ids, unpacked, combine, int(threads), split_every)
     return None if result is None else _Packed(result)
 
 
@@ -921,7 +922,7 @@ class _DaskSession:
                 w = where[p]
                 hint = {"workers": [w], "allow_other_workers": True} if w is not None else {}
                 futures[p] = client.submit(
-                    *((_pooled_leaf, fn, tree[1]) if pooled else (_task if tree is None else _leaf, fn)),
+                    *((_pooled_leaf, fn, tree[1], tree[0]) if pooled else (_task if tree is None else _leaf, fn)),
                     on(layout.parts[p], w),
                     p,
                     ids,

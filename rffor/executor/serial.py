@@ -18,8 +18,9 @@ class SerialExecutor:
     ``share`` returns the object itself, ``map`` calls the function for each partition in order on the data
     itself: exactly what a Dask task computes for that partition, and ``reduce`` merges the results by the tree a
     Dask cluster merges them by (:func:`rffor.executor.tree_fold`), so that the two executors give the same bits.
-    With ``partitions_per="worker"`` this process is the one worker: a chunkwise reduce folds each partition's
-    chunks on a pool of ``threads`` threads (:func:`rffor.executor.fold_chunks`), as a Dask worker does.
+    With ``partitions_per="worker"`` this process is the one worker: a chunkwise reduce merges each partition's
+    chunks' results by the tree on a pool of ``threads`` threads (:func:`rffor.executor.fold_chunks`), as a Dask
+    worker does.
 
     Parameters
     ----------
@@ -88,13 +89,13 @@ class _SerialSession:
             data, data.partition(len(self.partitions)), self.split_every, self.pooled, self.threads, self.stats
         )
 
-    def _results(self, fn, args, chunks, combine=None, tree=False) -> tuple[list, int]:
+    def _results(self, fn, args, chunks, combine=None, split_every=None) -> tuple[list, int]:
         from . import select_chunks
 
         selected = select_chunks(self.partitions, chunks)
-        if tree and self.pooled and is_chunkwise(fn):
+        if split_every is not None and self.pooled and is_chunkwise(fn):
             results = [
-                fold_chunks(fn, self.data, p, ids, args, combine, self.threads) if ids else None
+                fold_chunks(fn, self.data, p, ids, args, combine, self.threads, split_every) if ids else None
                 for p, ids in enumerate(selected)
             ]
         else:
@@ -116,7 +117,7 @@ class _SerialSession:
 
         s = self.split_every if split_every is None else check_split_every(split_every)
         tic = time.perf_counter()
-        results, leaves = self._results(fn, args, chunks, combine, tree=True)
+        results, leaves = self._results(fn, args, chunks, combine, s)
         value, merges = tree_fold(results, s, combine)
         self.stats.append(
             PassStats(
