@@ -527,7 +527,8 @@ def measure_constants(D_x: int, rows: int, seed: int) -> dict:
     the first), a DSGD round's :func:`~rffor.solvers.round_plan.round_task` (one epoch of batches of 256). Merges:
     two TSQR factors by LAPACK tpqrt (after) and by a dense QR (before), two gradient or DSGD partials by ``+``
     (after a pickle round trip, as a merge task receives them). Driver: the closed form's SVD and solve, an MM
-    step's solve. Bytes: pickled partials and shared objects.
+    step's solve, with all the CPUs of this process (a driver's BLAS is not limited to one thread). Bytes: pickled
+    partials and shared objects.
     """
     import pickle
 
@@ -566,9 +567,16 @@ def measure_constants(D_x: int, rows: int, seed: int) -> dict:
     )
     # the driver's own work per pass
     C_theta = o["output"].C_theta
-    t_cf, _ = _timed(lambda: SquareMetric.from_sums(sums, C_theta, 1e-4).closed_form(sums, MODEL_M))
+    # the driver is no Dask worker: its BLAS uses the CPUs it has (this machine's)
+    from threadpoolctl import threadpool_limits
+
+    from rffor.executor import usable_cpus
+
+    with threadpool_limits(usable_cpus()):
+        t_cf, _ = _timed(lambda: SquareMetric.from_sums(sums, C_theta, 1e-4).closed_form(sums, MODEL_M))
     metric = SquareMetric.from_sums(sums, C_theta, 1e-4)
-    t_step = _best(lambda: metric.solve(B), 3)[0]
+    with threadpool_limits(usable_cpus()):
+        t_step = _best(lambda: metric.solve(B), 3)[0]
     out["closed form"]["driver_s"] = t_cf
     out["MM pass"]["driver_s"] = t_step
     out["DSGD round"]["driver_s"] = 0.0
@@ -653,8 +661,8 @@ def pass_time(
 
     - compute: ``n / rate`` core-seconds over the cores that work: ``min(P, cores)`` single-threaded tasks
       (``layout="thread"``), or ``min(P · threads, n_chunks, cores)`` (``"worker"``: a task's threads share its
-      chunks), plus, per worker task, the fold of its chunks' results (``n_chunks / P`` merges on one more thread:
-      1/threads of it delays the pass);
+      chunks), plus, per worker task, the tree over its c = ``n_chunks / P`` chunk results: c − 1 merges shared by
+      its threads, and the last groups' merges after the last chunk, ceil(log_s c) · (s − 1) of them in sequence;
     - scheduler: ``t_task`` per task (leaves, merge tasks, broadcast copies to every worker but the fan-out's
       first) and ``t_pass`` per pass; with ``layout="thread"`` on workers whose threads are a multiple of s, the
       tree's first level runs as tasks of s partitions each (P / s leaf tasks);
@@ -670,7 +678,9 @@ def pass_time(
         fold = 0.0
     else:
         busy = min(P * threads, n_chunks, cores)
-        fold = (n_chunks / P) * c["merge_after"] / max(threads, 1) if route == "closed form" else 0.0
+        per_task = n_chunks / P
+        local_depth = math.ceil(math.log(per_task, s) - 1e-9) if per_task > 1 else 0
+        fold = (per_task - 1) * c["merge_after"] / max(threads, 1) + local_depth * (s - 1) * c["merge_after"]
     compute = n / rate / max(busy, 1) + fold
     hops = math.ceil(math.log(workers, fanout) - 1e-9) if workers > 1 else 0
     if era == "after":
@@ -762,14 +772,22 @@ def project(consts_by_dx: dict, cl: dict) -> list[dict]:
     task)."""
     out = []
     for D_x, consts in sorted(consts_by_dx.items()):
+        # at large D_x the TSQR merges weigh: a tree of fan-in 2 (split_every=2) shortens their critical path, and
+        # chunks of 10 D_x rows make a chunk's merge small against its appends
+        variants = [(route, route, 8, MODEL_CHUNK_ROWS) for route in MODEL_ROUTES]
+        if D_x >= 2000:
+            variants[1:1] = [
+                ("closed form, split_every=2", "closed form", 2, MODEL_CHUNK_ROWS),
+                (f"closed form, split_every=2, chunks of {10 * D_x:,}", "closed form", 2, 10 * D_x),
+            ]
         for n in (10**7, 10**8):
-            n_chunks = n // MODEL_CHUNK_ROWS
             for W in (16, 64, 256, 1024):
                 nodes = max(1, W // NODE_CORES)
-                for route in MODEL_ROUTES:
+                for label, route, s, chunk_rows in variants:
+                    n_chunks = n // chunk_rows
                     c = consts[route]
                     ideal = n / c["rate"] / W
-                    row = {"D_x": D_x, "n": n, "cores": W, "nodes": nodes, "route": route, "ideal_s": ideal}
+                    row = {"D_x": D_x, "n": n, "cores": W, "nodes": nodes, "route": label, "ideal_s": ideal}
                     for era in ("before", "after"):
                         if era == "before":
                             kw = dict(workers=W, threads=1, P=min(W, n_chunks), layout="thread")
@@ -778,7 +796,7 @@ def project(consts_by_dx: dict, cl: dict) -> list[dict]:
                         else:
                             kw = dict(workers=nodes, threads=NODE_CORES, P=nodes, layout="worker")
                         t = pass_time(c, cl, route=route, n=n, era=era, cores=W, n_chunks=n_chunks,
-                                      bandwidth=NET_BANDWIDTH, latency=NET_LATENCY, **kw)  # fmt: skip
+                                      bandwidth=NET_BANDWIDTH, latency=NET_LATENCY, s=s, **kw)  # fmt: skip
                         row[f"{era}_s"] = t["seconds"]
                         row[f"{era}_efficiency"] = ideal / t["seconds"]
                         row[f"{era}_parts"] = t
@@ -797,13 +815,15 @@ def model_figure(rows: list[dict], path: Path) -> None:
     colours = {"closed form": "C0", "MM pass": "C1", "DSGD round": "C2"}
     axes = np.atleast_1d(axes)
     for ax, (n, D_x) in zip(axes, cases, strict=True):
-        for route in MODEL_ROUTES:
+        for route in dict.fromkeys(r["route"] for r in rows if (r["n"], r["D_x"]) == (n, D_x)):
             sel = sorted(
                 (r for r in rows if (r["n"], r["D_x"], r["route"]) == (n, D_x, route)), key=lambda r: r["cores"]
             )
             W = [r["cores"] for r in sel]
-            ax.plot(W, [100 * r["after_efficiency"] for r in sel], "-o", color=colours[route], label=route)
-            ax.plot(W, [100 * r["before_efficiency"] for r in sel], "--", color=colours[route], alpha=0.6)
+            colour = colours.get(route, "C3" if "chunks" not in route else "C4")
+            ax.plot(W, [100 * r["after_efficiency"] for r in sel], "-o", color=colour, label=route)
+            if route in colours:
+                ax.plot(W, [100 * r["before_efficiency"] for r in sel], "--", color=colour, alpha=0.6)
         ax.set_xscale("log", base=2)
         ax.set_xticks([16, 64, 256, 1024], ["16", "64", "256", "1024"])
         ax.set_ylim(0, 102)
@@ -812,7 +832,8 @@ def model_figure(rows: list[dict], path: Path) -> None:
         ax.set_title(f"n = 1e{int(round(math.log10(n)))}, D_x = {D_x}")
         ax.set_xlabel("cores (nodes of 16)")
     axes[0].set_ylabel("projected efficiency (%)")
-    axes[0].legend(title="solid: after, dashed: before", fontsize=8, title_fontsize=8)
+    for ax in axes:
+        ax.legend(title="solid: after, dashed: before", fontsize=7, title_fontsize=7, loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -1140,7 +1161,8 @@ def _model_lines(res: dict) -> list[str]:
         f"Constants measured in this run with one BLAS thread (a worker's): rows/s per core of each route's own task "
         f"(Nyström features for the closed form and MM, random Fourier features for DSGD; MM with features from "
         f"the cache, as every pass after the first: the least compute, so the least favourable case), merges, the "
-        f"driver's solves, bytes; the scheduler: {cl['t_task'] * 1e3:.2f} ms per task and "
+        f"driver's solves (with this machine's {res['machine']['cores']} cores: the driver is no Dask worker), bytes; "
+        f"the scheduler: {cl['t_task'] * 1e3:.2f} ms per task and "
         f"{cl['t_pass'] * 1e3:.0f} ms per pass (a line through passes of no-op tasks on 16 worker processes sharing "
         f"this machine's cores with the scheduler), transfers {cl['bandwidth_workers'] / 1e6:.0f} MB/s between "
         "workers.",
