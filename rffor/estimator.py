@@ -29,7 +29,8 @@ __all__ = ["FunctionalRegressor", "load", "RF_OPTIONS"]
 RF_OPTIONS = (
     "lam", "loss_params", "kernel_theta_params", "selection_rows", "rff_method", "n_features_x", "input_features",
     "output_features", "n_features_theta", "output_rank_tol", "batch_size", "n_epochs", "max_steps", "n_theta_samples",
-    "step_size", "local_steps", "n_partitions", "init", "init_reweight", "precondition_rank", "dtype",
+    "step_size", "local_steps", "n_partitions", "partitions_per", "init", "init_reweight", "precondition_rank",
+    "dtype",
 )  # fmt: skip
 
 #: parameters describing where and how a fit ran, not the model: reset to their defaults in a saved model
@@ -190,6 +191,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         step_size=DEFAULTS.step_size,
         local_steps=DEFAULTS.local_steps,
         n_partitions=DEFAULTS.n_partitions,
+        partitions_per=DEFAULTS.partitions_per,
         init=DEFAULTS.init,
         init_reweight=DEFAULTS.init_reweight,
         precondition_rank=DEFAULTS.precondition_rank,
@@ -227,6 +229,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.step_size = step_size
         self.local_steps = local_steps
         self.n_partitions = n_partitions
+        self.partitions_per = partitions_per
         self.init = init
         self.init_reweight = init_reweight
         self.precondition_rank = precondition_rank

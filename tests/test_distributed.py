@@ -157,6 +157,50 @@ def test_lam_path_on_cluster_equals_serial(client, store):
     assert_same(out, ref)
 
 
+@pytest.mark.timeout(400)
+def test_sampled_selection_spreads_over_worker_processes_as_in_process(store, tmp_path):
+    """``lam="auto"`` on a sample of 3 of the 12 chunks (``selection_rows=600``), P = 4: on 2 worker processes every
+    selection pass runs 4 tasks (row pieces), with the serial bits; with ``partitions_per="worker"`` on separate
+    worker processes of 2 threads, the serial executor's bits at any thread count."""
+    from distributed import Client, LocalCluster
+
+    from rffor.executor import SerialExecutor
+
+    kw = dict(KW, loss=Huber(0.1, 2), lam="auto", lams=[1e-2, 1e-3], rff_method="auto", n_partitions=4,
+              selection_rows=600, max_passes=60, tol=1e-3)  # fmt: skip
+    ref = fit_rff(store, **kw)
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", **NO_DASHBOARD) as cluster,
+        Client(cluster, set_as_default=False) as c,
+    ):
+        ex = on(c)
+        seen = []
+        inner = ex.open
+
+        def recording_open(*args, **kwargs):  # keep the session's pass statistics
+            import contextlib
+
+            @contextlib.contextmanager
+            def session():
+                with inner(*args, **kwargs) as s:
+                    yield s
+                    seen.extend(s.stats)
+
+            return session()
+
+        ex.open = recording_open
+        out = fit_rff(store, executor=ex, **kw)
+    sel = [st for st in seen if st.label in ("selection pass", "held-out errors")]
+    assert len(sel) >= 4 and {(st.leaves, st.driver_merges) for st in sel} == {(4, 0)}
+    assert [c.score for c in out.path.candidates] == [c.score for c in ref.path.candidates]
+    assert_same(out, ref)
+    pooled = fit_rff(store, executor=SerialExecutor(threads=1), partitions_per="worker", **kw)
+    with tc.dask_processes(tmp_path, n_workers=2, nthreads=2) as address:
+        remote = fit_rff(store, executor=DaskExecutor(scheduler_address=address), partitions_per="worker", **kw)
+    assert_same(remote, pooled)
+    assert pooled.lam == ref.lam
+
+
 @pytest.mark.timeout(120)
 def test_estimator_on_cluster_equals_serial(client, store):
     kw = {k: v for k, v in KW.items() if k != "init"}
@@ -584,7 +628,8 @@ def test_slurm_jobqueue_config_renders_a_worker_job(monkeypatch, tmp_path):
         dask.config.config.clear()
         dask.config.config.update(saved)
         os.environ.pop("RFFOR_CLUSTER_DIR", None)
-    assert "--nthreads 1" in script and "--nworkers 32" in script and "--nanny" in script
+    # the per-node layout: one worker process of a thread per core per job
+    assert "--nthreads 32" in script and "--nworkers" not in script and "--nanny" in script
     assert 'export DASK_CONFIG="$RFFOR_CLUSTER_DIR/dask.yaml"' in script
 
 

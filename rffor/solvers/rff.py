@@ -44,7 +44,7 @@ from .problem import RFProblem, Start
 from .result import RFFResult
 from .routes import ROUTES, route_for
 from .selection import select_hyperparameters
-from .sums import problem_sums
+from .sums import problem_sums, sample_session
 
 __all__ = ["fit_rff", "RFFResult"]
 
@@ -104,7 +104,9 @@ def fit_rff(
         executor.progress = progress
     P_asked = settings.n_partitions or (saved.info.get("n_partitions") if saved is not None else None)
     try:
-        with executor.open(data, P_asked, split_every=settings.split_every) as run:
+        with executor.open(
+            data, P_asked, split_every=settings.split_every, partitions_per=settings.partitions_per
+        ) as run:
             P = int(P_asked or len(run.partitions))
             model = {"loss": loss, "kernel_x": kernel_x, "kernel_theta": kernel_theta, "outputs": space}
             fingerprint = ckpt_io.fingerprint(data, {**settings.fingerprint(), **model}, P, rs)
@@ -226,15 +228,17 @@ def _select(run, problem: RFProblem, saved, log: FitLog):
             output, maps = share_output_side(run, problem, kernel.with_param(float(info["gamma_theta"])))
         problem = problem.replace(lam=float(info["lam"]), loss=loss, output=output, maps=maps)
     else:
-        sel = select_hyperparameters(
-            run, problem, lams=s.grid_lams, params=s.loss_param_grid(problem.loss),
-            gammas=s.kernel_param_grid(problem.output.kernel), chunks=chunks, say=log.message,
-        )  # fmt: skip
+        # a sample of chunks is shared by all P partitions in row pieces: every selection pass runs P tasks
+        with sample_session(run, data, chunks) as (over, selected):
+            sel = select_hyperparameters(
+                over, problem, lams=s.grid_lams, params=s.loss_param_grid(problem.loss),
+                gammas=s.kernel_param_grid(problem.output.kernel), chunks=selected, say=log.message,
+            )  # fmt: skip
         loss = problem.loss if sel.param is None else problem.loss.with_param(sel.param)
         problem = problem.replace(lam=sel.lam, loss=loss, output=sel.output, maps=sel.maps)
         if chunks is None or not loss.is_square:  # the selection's rows: all of them, or the MM metric's
             sums = (sel.sums.train + sel.sums.held).project(problem.Phi_theta)
-        else:  # the closed form on all rows, both sides of the split (the selection's cached features reused)
+        else:  # the closed form on all rows, both sides of the split
             tic = time.perf_counter()
             sums = problem_sums(run, problem, "closed form sums (all rows)")
             seconds = time.perf_counter() - tic
@@ -242,7 +246,8 @@ def _select(run, problem: RFProblem, saved, log: FitLog):
         if chunks is not None:
             lam = float(f"{sel.lam * sel.n_train / data.n:.6g}")
             log.message(
-                f"selection ran on {sel.n_train + sel.n_held} curves of {len(chunks)} of {data.n_chunks} chunks; "
+                f"selection ran on {sel.n_train + sel.n_held} curves of {len(chunks)} of {data.n_chunks} chunks "
+                f"(shared by the {len(run.partitions)} partitions in row pieces); "
                 f"λ = {sel.lam:.0e} scaled by {sel.n_train} / {data.n} curves to λ = {lam:.3g} for all of them (λ·n "
                 "constant)" + ("" if loss.is_square else "; the MM metric is their feature covariance")
             )

@@ -47,8 +47,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..edge_rule import PLATEAU, Axis, walk
+from ..executor import chunkwise
 from .maps import share_output_side
-from .mm import SquareMetric, curve_errors_task, grad_task, mm_minimize
+from .mm import SquareMetric, concat_errors, curve_errors_task, grad_task, mm_minimize
 from .problem import RFProblem
 from .sums import SplitSums, split_sums_task, square_objective_from_sums
 
@@ -67,11 +68,13 @@ PARAM_RATIO = 10.0**0.5
 PARAM_RANGE = 1e12
 
 
+@chunkwise
 def _train_grad_task(part, p, chunk_ids, split, maps, B, loss):
     """:func:`~rffor.solvers.mm.grad_task` on the training side of the split of the partition's rows."""
     return grad_task(split.view(part), p, chunk_ids, maps, B, loss)
 
 
+@chunkwise
 def _held_errors_task(part, p, chunk_ids, split, maps, Bs):
     """:func:`~rffor.solvers.mm.curve_errors_task` on the held-out side of the split of the partition's rows."""
     return curve_errors_task(split.view(part), p, chunk_ids, maps, Bs)
@@ -418,12 +421,12 @@ class _Search:
         """Held-out scores of K models of one output side (one pass over the held-out rows)."""
         handle = self.run.share(np.ascontiguousarray(Bs))
         try:
-            errors = self.run.map(
-                _held_errors_task, self.held, o.maps, handle, chunks=self.chunks, label="held-out errors"
-            )
+            E = self.run.reduce(  # (K, held rows): every held-out row's errors, in row order
+                _held_errors_task, self.held, o.maps, handle, chunks=self.chunks, label="held-out errors",
+                combine=concat_errors,
+            )  # fmt: skip
         finally:
             self.run.release(handle)
-        E = np.concatenate([e for e in errors if e is not None], axis=1)  # (K, held rows)
         return np.median(E, axis=1) if self.score_name == "median" else np.mean(E, axis=1)
 
     def add(self, key, score, B, passes, objective=None, sums=None) -> int:

@@ -21,7 +21,7 @@ from ..fit_log import FitLog
 from ..problem import RFProblem, Start
 from ..result import RFFResult
 from ..round_plan import RoundPlan, auto_step_size, finish_round, round_task
-from ..sums import problem_sums
+from ..sums import problem_sums, sample_session
 from ..warm_start import closed_form_start
 
 __all__ = ["fit"]
@@ -55,7 +55,8 @@ def fit(run, problem: RFProblem, start: Start, log: FitLog) -> RFFResult:
     else:
         state = SGDState.zeros(phi_x.n_features, Phi_theta.shape[1], dtype)
     if sums is None and s.precondition_rank > 0:  # resumed, or started from zero: the preconditioner's covariance
-        sums = problem_sums(run, problem, "covariance", chunks=problem.metric_chunks)
+        with sample_session(run, data, problem.metric_chunks) as (over, chunks):
+            sums = problem_sums(over, problem, "covariance", chunks=chunks)
 
     # ---- the plan of the rounds: steps, step size, preconditioner ----------------------------------------------
     batch_size = s.batch_size
