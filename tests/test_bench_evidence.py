@@ -73,6 +73,23 @@ def test_best_and_ties_marks_every_method_within_one_se_of_the_best():
     assert _common.best_and_ties({"a": base, "c": scores["c"]}) == ("a", set())
 
 
+# ------------------------------------------------------------------------------- scores check their shapes
+def test_benchmark_scores_check_shapes_before_subtracting():
+    rng = np.random.default_rng(1)
+    Y = rng.normal(size=(30, 4))
+    # one value per curve against curves: it used to broadcast to a (30, 30) residual and score a wrong number
+    for score in (_common.nmse, _common.curve_median_mse):
+        with pytest.raises(ValueError, match="shape"):
+            score(Y[:, :1], Y[:, 0])
+        with pytest.raises(ValueError, match="shape"):
+            score(Y, Y[:, :3])
+    # matching shapes: MATH.md §7's NMSE (mean over entries) and the median of the per-curve MSEs
+    P = Y + 0.1 * rng.normal(size=Y.shape)
+    assert _common.nmse(Y, P) == pytest.approx(np.mean((Y - P) ** 2), rel=1e-14)
+    assert _common.curve_median_mse(Y, P) == pytest.approx(np.median(np.mean((Y - P) ** 2, axis=1)), rel=1e-14)
+    assert _common.nmse(Y, Y) == 0.0
+
+
 # -------------------------------------------------------------------------- choices on held-out data only
 def test_choose_by_cv_takes_the_lowest_validation_score_first_on_ties():
     assert _common.choose_by_cv({"square": 0.3, "huber1": 0.1, "huber2": 0.1}) == "huber1"
