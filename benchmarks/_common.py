@@ -80,6 +80,9 @@ __all__ = [
     "nmse",
     "provenance",
     "save_json",
+    "open_results",
+    "save_progress",
+    "runs_text",
     "timed",
     "write_section",
     "write_zarr_blocks",
@@ -582,8 +585,56 @@ def save_json(name: str, payload: dict) -> Path:
     """Write the raw results of a run to ``benchmarks/results/NAME.json`` (for replotting without rerunning)."""
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}.json"
-    path.write_text(json.dumps(payload, indent=1, default=_json_default))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(payload, indent=1, default=_json_default))
+    os.replace(tmp, path)  # atomic: a run killed while saving leaves the previous file whole
     return path
+
+
+def open_results(name: str, fixed: dict, args, *, resume: bool) -> dict:
+    """The results file ``RESULTS/NAME.json`` of a run that saves as it goes (:func:`save_progress`): with ``resume``
+    the saved one (its ``records`` kept, the run added to its ``runs``), else a new one. ``fixed``: what every run
+    writing into the file must share (e.g. the seed and the grids), checked against the saved file's.
+
+    Returns
+    -------
+    dict
+        ``{"fixed", "runs", "records"}``; the last entry of ``runs`` is this run's (argv, parsed arguments, machine
+        state at its start).
+
+    Raises
+    ------
+    SystemExit
+        If the saved file was written with another ``fixed`` (or by a script that did not record it).
+    """
+    path = RESULTS / f"{name}.json"
+    fixed = json.loads(json.dumps(fixed, default=_json_default))
+    if resume and path.exists():
+        saved = json.loads(path.read_text())
+        if saved.get("fixed") != fixed:
+            raise SystemExit(f"{path}: written with {saved.get('fixed')}, this run has {fixed}: move it away")
+    else:
+        saved = {"fixed": fixed, "runs": [], "records": []}
+    saved["runs"].append({"argv": list(sys.argv), "args": args_record(args), "info": machine_info(args.threads)})
+    return saved
+
+
+def save_progress(name: str, saved: dict, seconds: float) -> None:
+    """Save a results file of :func:`open_results` now (atomically), with this run's wall time so far and the load
+    now."""
+    saved["runs"][-1].update(wall_seconds=seconds, load_end=[round(x, 2) for x in os.getloadavg()])
+    save_json(name, saved)
+
+
+def runs_text(runs: Sequence[dict]) -> str:
+    """The runs that wrote a results file (:func:`open_results`), one Markdown list item each: command, BLAS threads,
+    CPU priority, date and load at its start (:func:`run_line`), load at its end and wall time."""
+    return "\n".join(
+        f"- {run_line(run)}"
+        + (f", load at its end {'/'.join(f'{x:g}' for x in run['load_end'])}" if run.get("load_end") else "")
+        + (f", {run['wall_seconds'] / 60:.1f} min" if run.get("wall_seconds") is not None else "")
+        for run in runs
+    )
 
 
 def _json_default(o):

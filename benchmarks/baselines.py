@@ -32,7 +32,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
+import json
 import sys
 import time
 import warnings
@@ -46,21 +46,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     LAM_FLOOR,
     PARAM_LABEL,
+    RESULTS,
     Axis,
     add_common_args,
-    args_record,
     choose_by_cv,
     cv_select_widening,
     edge_counts,
     fmt,
     format_grid,
     limit_blas_threads,
-    machine_info,
     markdown_table,
     mean_std,
     nmse,
+    open_results,
     provenance,
-    save_json,
+    runs_text,
+    save_progress,
     selection_score,
     widening_text,
     write_section,
@@ -464,6 +465,13 @@ def main(argv=None) -> int:
         metavar="VARIANT:N:DRAWS",
         help="the (variant, training curves, draws) to run (default linear:100:5 nonlinear:100:5 nonlinear:400:2)",
     )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the draws already saved in the results file (same grids and seed), run only the missing ones; the "
+        "block reports every case of the file",
+    )
+    parser.add_argument("--report-only", action="store_true", help="rebuild the README block from the saved results")
     args = parser.parse_args(argv)
     limit_blas_threads(args.threads)
 
@@ -496,32 +504,49 @@ def main(argv=None) -> int:
         rff=args.rff and rff_reason is None,
         rff_kwargs=rff_kwargs,
     )
-    info = machine_info(args.threads)
+    name = "baselines_quick" if args.quick else "baselines"
+    if args.report_only:
+        saved = json.loads((RESULTS / f"{name}.json").read_text())
+    else:
+        saved = open_results(name, {"cfg": cfg}, args, resume=args.resume)
+        saved.update(skfda=skfda_reason, rff=rff_reason)
+        t0 = time.perf_counter()
+        done = {(r["variant"], r["n_train"], r["draw"]) for r in saved["records"]}
+        for variant, n_train, draws in cases:
+            for r in range(draws):
+                if (variant, n_train, r) in done:
+                    continue
+                saved["records"] += run_case(variant, n_train, r, cfg)
+                save_progress(name, saved, time.perf_counter() - t0)  # a draw at a time: a killed run resumes
+        save_progress(name, saved, time.perf_counter() - t0)
+    text = report(saved, cases)
+    print(text)
+    if not (args.no_readme or args.quick):
+        write_section("baselines", text, args.readme)
+    return 0
+
+
+def saved_cases(records: list[dict], order: list[tuple]) -> list[tuple[str, int, int]]:
+    """``(variant, n_train, draws)`` of every case in the saved ``records`` (draws: how many were saved), in the
+    order of the cases ``order`` first."""
+    draws = Counter((r["variant"], r["n_train"]) for r in records if r["method"] == "sklearn KernelRidge")
+    settings = len({r["setting"] for r in records})
+    keys = [k for k in dict.fromkeys([(v, n) for v, n, _ in order] + list(draws)) if k in draws]
+    return [(v, n, draws[(v, n)] // settings) for v, n in keys]
+
+
+def report(saved: dict, order: list[tuple]) -> str:
+    """The README block from a results file (:func:`_common.open_results`): every case it holds, the runs that wrote
+    it with their own arguments and load."""
+    cfg, records, runs = saved["fixed"]["cfg"], saved["records"], saved["runs"]
+    skfda_reason, rff_reason = saved.get("skfda"), saved.get("rff")
+    cases = saved_cases(records, order)
     method_names = list(methods(cfg, 100, 100, 4))
     method_names += [LOSS_BY_CV["exact"]] + ([LOSS_BY_CV["rff"]] if cfg["rff"] else [])
-    t0 = time.perf_counter()
-    records = []
-    for variant, n_train, draws in cases:
-        for r in range(draws):
-            records += run_case(variant, n_train, r, cfg)
-    wall = time.perf_counter() - t0
     tables, checks, kernel = summarize(records, cases, method_names)
-    save_json(
-        "baselines_quick" if args.quick else "baselines",
-        dict(
-            info=info,
-            argv=sys.argv,
-            args=args_record(args),
-            cfg=cfg,
-            records=records,
-            checks=checks,
-            output_kernel=kernel,
-            wall_seconds=wall,
-            skfda=skfda_reason,
-            rff=rff_reason,
-        ),
-    )
-
+    saved.update(checks=checks, output_kernel=kernel)
+    wall = sum(run.get("wall_seconds") or 0.0 for run in runs)
+    n_features = cfg["rff_kwargs"]["n_features_x"]
     import importlib.metadata as md
 
     versions = []
@@ -533,7 +558,15 @@ def main(argv=None) -> int:
     lines = [
         "### Baselines a user would pick instead",
         "",
-        provenance(info, load_end=os.getloadavg()) + " " + ", ".join(versions) + ".",
+        provenance(runs[0]["info"], runs[0]["argv"], load_end=runs[0].get("load_end"))
+        + " "
+        + ", ".join(versions)
+        + ".",
+        "",
+        "The runs that wrote these results (each with its own arguments; `--resume` runs add the draws missing from "
+        "the file):",
+        "",
+        runs_text(runs),
         "",
         "Same data, same splits for every method: synthetic curves of MATH.md §7 (m = 100 output points, 100 input "
         f"points, {cfg['n_test']} clean test curves), clean, with 20% corrupted training curves (Types 1, 2, 3 "
@@ -555,7 +588,7 @@ def main(argv=None) -> int:
         "CV score by less than 1% (*flat*); else the run fails. Below each table: the grids searched (widenings "
         "included), and per method and setting the most frequent selection and how many selections were at an "
         f"edge. Nystroem uses {cfg['nystroem_components']} components, RBFSampler {cfg['rff_components']}"
-        + (f", rffor's rff solver D_x = {args.n_features}" if cfg["rff"] else "")
+        + (f", rffor's rff solver D_x = {n_features}" if cfg["rff"] else "")
         + ". Entries: clean test NMSE, mean ± std over draws; fit time: the final fit on the clean training set "
         "(median over draws; ratio to KernelRidge in the same run); CV time: the whole selection on clean data."
         + (f" scikit-fda was not run: `{skfda_reason}`." if skfda_reason else "")
@@ -594,13 +627,9 @@ def main(argv=None) -> int:
         + ".",
         "",
         *targets_text(checks, method_names),
-        f"The whole run took {wall / 60:.1f} min.",
+        f"The runs took {wall / 60:.1f} min in all.",
     ]
-    text = "\n".join(lines)
-    print(text)
-    if not (args.no_readme or args.quick):
-        write_section("baselines", text, args.readme)
-    return 0
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -656,6 +656,26 @@ def _dataset_lines(records: list) -> str:
     return "; ".join(out)
 
 
+def _coverage(data: dict) -> str:
+    """What the table's runs were asked for (their own ``--datasets`` and ``--splits``) against what their results
+    hold: the datasets missing or short of splits, named; "" when every dataset has all its splits."""
+    planned: dict[str, int] = {}
+    for run in data.get("runs", []):
+        a = run.get("args") or {}
+        for name in a.get("datasets") or list(DATASETS):
+            planned[name] = max(planned.get(name, 0), int(a.get("splits", 0)))
+    for name in DATASETS:  # the table is all eight datasets of thesis 003 Table 5.1
+        planned.setdefault(name, max(planned.values(), default=0))
+    have = Counter(r["dataset"] for r in data["records"])
+    short = [f"{name} ({have[name]} of {k} splits)" for name, k in planned.items() if have[name] < k]
+    if not short:
+        return ""
+    return (
+        "**Not finished** (the runs stopped at the session's deadline; the rows below are the splits that finished, "
+        "in split order, none left out for its result): " + "; ".join(short) + "."
+    )
+
+
 def _table_block(data: dict, previous: dict | None = None) -> str:
     records = data["records"]
     names = [n for n in DATASETS if any(r["dataset"] == n for r in records)]
@@ -755,7 +775,8 @@ def _table_block(data: dict, previous: dict | None = None) -> str:
     )
     if previous and previous.get("records"):
         text += "\n\n" + _changes(records, previous["records"], ours, base)
-    return text
+    coverage = _coverage(data)
+    return (coverage + "\n\n" if coverage else "") + text
 
 
 def _changes(records: list, old: list, ours: dict, base: list) -> str:

@@ -27,8 +27,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import math
-import os
 import sys
 import time
 import warnings
@@ -41,21 +41,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
     PARAM_LABEL,
+    RESULTS,
     Axis,
     add_common_args,
-    args_record,
     choose_by_cv,
     cv_select_widening,
     edge_counts,
     fmt,
     limit_blas_threads,
-    machine_info,
     markdown_table,
     mean_std,
     nmse,
+    open_results,
     paired_verdict,
     provenance,
-    save_json,
+    runs_text,
+    save_progress,
     selection_score,
     widening_text,
     write_section,
@@ -244,25 +245,47 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser)
     parser.add_argument("--splits", type=int, default=None, help="random train/test splits (default 20; 2 quick)")
+    parser.add_argument(
+        "--resume", action="store_true", help="keep the splits already saved (same seed), run only the missing ones"
+    )
+    parser.add_argument("--report-only", action="store_true", help="rebuild the README block from the saved results")
     args = parser.parse_args(argv)
     limit_blas_threads(args.threads)
     from rffor.realdata import load_gait
 
     gait = load_gait()
     splits = args.splits or (2 if args.quick else 20)
-    info = machine_info(args.threads)
     n_train = 29
-    meths = methods(gait.theta, args.quick, n_train, gait.theta.size)
-    records = []
+    name = "realdata_quick" if args.quick else "realdata"
+    if args.report_only:
+        saved = json.loads((RESULTS / f"{name}.json").read_text())
+    else:
+        saved = open_results(name, {"seed": args.seed, "quick": args.quick, "n_train": n_train}, args,
+                             resume=args.resume)  # fmt: skip
+        run_splits(gait, splits, n_train, args.quick, saved, name)
+    text = report(gait, n_train, saved)
+    print(text)
+    if not (args.no_readme or args.quick):
+        write_section("realdata", text, args.readme)
+    return 0
+
+
+def run_splits(gait, splits: int, n_train: int, quick: bool, saved: dict, out_name: str) -> None:
+    """Splits 0 … ``splits`` − 1 not in ``saved`` yet, each saved when done (:func:`_common.save_progress`)."""
+    seed = saved["fixed"]["seed"]
+    done = {r["split"] for r in saved["records"]}
     t0 = time.perf_counter()
     for s in range(splits):
-        ss = np.random.SeedSequence([args.seed, 31, s])
+        if s in done:
+            continue
+        records = []
+        ss = np.random.SeedSequence([seed, 31, s])
         split_seed, *seeds = ss.spawn(1 + len(SETTINGS))
         perm = np.random.default_rng(split_seed).permutation(gait.X.shape[0])
         tr, te = perm[:n_train], perm[n_train:]
         # FPLS: at most as many components as the inputs' rank and a training fold's size less one allow
         x_rank = min(int(np.linalg.matrix_rank(gait.X[tr])), n_train * 4 // 5 - 1)
-        meths = methods(gait.theta, args.quick, n_train, x_rank)
+        meths = methods(gait.theta, quick, n_train, x_rank)
         for (label, corruption), c_seed in zip(SETTINGS, seeds, strict=True):
             Y_tr = corrupt(gait.Y[tr], corruption, c_seed)
             cv_seed = int(c_seed.generate_state(1)[0])
@@ -297,12 +320,19 @@ def main(argv=None) -> int:
                     rec[key] = mse(gait.Y[te], Y_hat)
                 records.append(rec)
             records.append(loss_by_cv([r for r in records if r["split"] == s and r["setting"] == label]))
+        saved["records"] += records
+        save_progress(out_name, saved, time.perf_counter() - t0)
         print(f"split {s + 1}/{splits} done", flush=True)
-    wall = time.perf_counter() - t0
-    save_json(
-        "realdata_quick" if args.quick else "realdata",
-        dict(info=info, argv=sys.argv, args=args_record(args), records=records, splits=splits, wall_seconds=wall),
-    )
+    save_progress(out_name, saved, time.perf_counter() - t0)
+
+
+def report(gait, n_train: int, saved: dict) -> str:
+    """The README block from a results file (:func:`_common.open_results`): every split it holds, the runs that
+    wrote it with their own arguments and load."""
+    records, runs = saved["records"], saved["runs"]
+    splits = len({r["split"] for r in records})
+    wall = sum(run.get("wall_seconds") or 0.0 for run in runs)
+    meths = methods(gait.theta, saved["fixed"]["quick"], n_train, gait.theta.size)
 
     def get(method, setting, key="mse"):
         return np.array([r[key] for r in records if r["method"] == method and r["setting"] == setting])
@@ -349,7 +379,12 @@ def main(argv=None) -> int:
     lines = [
         "### Real data: gait curves (hip angle → knee angle)",
         "",
-        provenance(info, load_end=os.getloadavg()),
+        provenance(runs[0]["info"], runs[0]["argv"], load_end=runs[0].get("load_end")),
+        "",
+        "The runs that wrote these results (each with its own arguments; `--resume` runs add the splits missing from "
+        "the file):",
+        "",
+        runs_text(runs),
         "",
         f"{gait.X.shape[0]} boys, 20 points per curve; {splits} random splits into {n_train} training / "
         f"{gait.X.shape[0] - n_train} test boys; clean training curves or 20% of them corrupted (Types 1, 2, 3 of "
@@ -391,13 +426,9 @@ def main(argv=None) -> int:
             ["rule", "setting", "rffor, loss by CV", "× rffor square", "losses chosen", *baselines], summary_rows
         ),
         "",
-        f"Whole run {wall / 60:.1f} min.",
+        f"The runs took {wall / 60:.1f} min in all.",
     ]
-    text = "\n".join(lines)
-    print(text)
-    if not (args.no_readme or args.quick):
-        write_section("realdata", text, args.readme)
-    return 0
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

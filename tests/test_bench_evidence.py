@@ -156,6 +156,36 @@ def test_sparsity_tradeoff_is_chosen_by_cv_score_among_sparse_enough_fits():
 
 
 # ------------------------------------------------------------------------------- a block states its runs' own args
+def test_results_saved_as_a_run_goes_resume_only_the_same_fixed_settings(tmp_path, monkeypatch):
+    monkeypatch.setattr(_common, "RESULTS", tmp_path)
+    args = argparse.Namespace(threads=1, seed=0, splits=3)
+    saved = _common.open_results("study", {"seed": 0, "grid": (1e-3, 1e-2)}, args, resume=True)  # no file yet
+    saved["records"] += [{"split": 0, "mse": 1.5}]
+    _common.save_progress("study", saved, 12.0)
+    assert [p.name for p in tmp_path.iterdir()] == ["study.json"]  # written atomically, no temporary left
+    again = _common.open_results("study", {"seed": 0, "grid": [1e-3, 1e-2]}, args, resume=True)
+    assert again["records"] == [{"split": 0, "mse": 1.5}] and len(again["runs"]) == 2
+    assert again["runs"][0]["wall_seconds"] == 12.0 and again["runs"][0]["args"]["splits"] == 3
+    assert len(_common.open_results("study", {"seed": 0, "grid": [1e-3, 1e-2]}, args, resume=False)["records"]) == 0
+    with pytest.raises(SystemExit, match="move it away"):  # another seed: its draws would not be the same
+        _common.open_results("study", {"seed": 1, "grid": [1e-3, 1e-2]}, args, resume=True)
+    text = _common.runs_text(again["runs"][:1])
+    assert "BLAS threads 1" in text and "0.2 min" in text
+
+
+def test_baselines_report_counts_the_saved_draws_of_each_case():
+    baselines = _load("baselines", "_bench_baselines")
+    recs = [
+        dict(variant=v, n_train=n, draw=d, setting=s, method=m)
+        for v, n, draws in (("nonlinear", 400, 2), ("linear", 100, 5))
+        for d in range(draws)
+        for s in ("clean", "Type 1")
+        for m in ("sklearn KernelRidge", "rffor square (exact)")
+    ]
+    order = [("linear", 100, 5), ("nonlinear", 100, 5), ("nonlinear", 400, 2)]
+    assert baselines.saved_cases(recs, order) == [("linear", 100, 5), ("nonlinear", 400, 2)]
+
+
 def test_args_record_and_run_args_read_a_runs_own_arguments_back():
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=1)
