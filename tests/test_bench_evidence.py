@@ -186,6 +186,26 @@ def test_baselines_report_counts_the_saved_draws_of_each_case():
     assert baselines.saved_cases(recs, order) == [("linear", 100, 5), ("nonlinear", 400, 2)]
 
 
+def test_baselines_changes_name_the_verdicts_that_flipped_against_the_best_on_test_row():
+    baselines = _load("baselines", "_bench_baselines")
+    row = baselines.LOSS_BY_CV["exact"]
+    before = {
+        "source": "old", "rule": "best on test",
+        "checks": [dict(n_train=100, setting="clean", ours="rffor H_κ^2 (exact)", other="sklearn KernelRidge",
+                        ours_nmse=1.049, other_nmse=1.0, met=True),
+                   dict(n_train=100, setting="Type 1", ours="rffor H_κ^1 (exact)", other="sklearn KernelRidge",
+                        ours_nmse=0.5, other_nmse=1.0, met=True)],
+    }  # fmt: skip
+    now = [dict(n_train=100, setting="clean", ours=row, other="sklearn KernelRidge", ratio=1.068, met=False),
+           dict(n_train=100, setting="Type 1", ours=row, other="sklearn KernelRidge", ratio=0.4, met=True),
+           dict(n_train=100, setting="clean", ours="rffor square (exact)", other="sklearn KernelRidge", ratio=1.0,
+                met=True)]  # fmt: skip
+    text = "\n".join(baselines.changes_text(now, before))
+    assert "Verdicts that changed: n = 100 clean vs sklearn KernelRidge." in text
+    assert "1.049× (met)" in text and "1.068× (**not met**)" in text and text.count("**yes**") == 1
+    assert baselines.changes_text(now, None) == []
+
+
 def test_args_record_and_run_args_read_a_runs_own_arguments_back():
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=1)
