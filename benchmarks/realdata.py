@@ -241,6 +241,40 @@ def summary(records: list[dict], baselines: list[str]) -> list[list[str]]:
     return rows
 
 
+#: the summary of the block this one replaced (rffor's loss and the baseline picked by test error), for
+#: :func:`changes_rows`
+BEFORE = "realdata_before_issue25"
+
+
+def changes_rows(records: list[dict], before: dict) -> tuple[list[list[str]], list[str]]:
+    """Rows comparing the replaced block's summary (``before``: per rule and setting, the rffor loss and the baseline
+    of lowest mean test MSE) with this run's *loss by CV* against that same baseline (paired over the splits,
+    :func:`_common.paired_verdict`), and the (rule, setting) pairs whose verdict changed: before "lower" now not
+    "better", or before "higher" now not "worse"."""
+    rows, changed = [], []
+    for b in before["summary"]:
+        key = "mse" if b["rule"] == "the study's" else "mse_alt"
+        rs = [r for r in records if r["setting"] == b["setting"]]
+        ours = np.array([r[key] for r in sorted(rs, key=lambda r: r["split"]) if r["method"] == LOSS_BY_CV])
+        theirs = np.array([r[key] for r in sorted(rs, key=lambda r: r["split"]) if r["method"] == b["baseline"]])
+        square = np.mean([r[key] for r in rs if r["method"] == "rffor square"])
+        if ours.size < 2 or ours.size != theirs.size:
+            continue
+        was = "lower" if b["ours_mse"] < b["baseline_mse"] else "higher"
+        now = paired_verdict(ours, theirs)
+        flip = (was == "lower") != (now == "better") or (was == "higher") != (now == "worse")
+        if flip:
+            changed.append(f"{b['rule']} rule, {b['setting']}")
+        rows.append([
+            b["rule"], b["setting"], b["baseline"],
+            f"{b['ours'].removeprefix('rffor ')} {fmt(b['ours_mse'])} ({fmt(b['ours_mse'] / b['square_mse'], 2)}× "
+            f"square), {was} than {fmt(b['baseline_mse'])}",
+            f"{fmt(ours.mean())} ({fmt(ours.mean() / square, 2)}× square), {now} against {fmt(theirs.mean())}",
+            "**yes**" if flip else "no",
+        ])  # fmt: skip
+    return rows, changed
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_args(parser)
@@ -426,8 +460,32 @@ def report(gait, n_train: int, saved: dict) -> str:
             ["rule", "setting", "rffor, loss by CV", "× rffor square", "losses chosen", *baselines], summary_rows
         ),
         "",
-        f"The runs took {wall / 60:.1f} min in all.",
     ]
+    before_path = RESULTS / f"{BEFORE}.json"
+    if before_path.exists():
+        before = json.loads(before_path.read_text())
+        rows_b, changed = changes_rows(records, before)
+        if rows_b:
+            lines += [
+                "",
+                f"**What changed against the block this one replaced** ({before['source']}; {before['rule']}): its "
+                "best rffor loss on test against its best baseline on test (means over its splits), and this run's "
+                f"*{LOSS_BY_CV}* against that baseline (paired over this run's splits, one standard error). "
+                + ("Verdicts that changed: " + "; ".join(changed) + "." if changed else "No verdict changed."),
+                "",
+                markdown_table(
+                    [
+                        "rule",
+                        "setting",
+                        "baseline",
+                        "before (best rffor loss on test)",
+                        f"now ({LOSS_BY_CV})",
+                        "changed",
+                    ],
+                    rows_b,
+                ),  # fmt: skip
+            ]
+    lines += ["", f"The runs took {wall / 60:.1f} min in all."]
     return "\n".join(lines)
 
 

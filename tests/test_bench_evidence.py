@@ -206,6 +206,28 @@ def test_baselines_changes_name_the_verdicts_that_flipped_against_the_best_on_te
     assert baselines.changes_text(now, None) == []
 
 
+def test_realdata_changes_compare_the_best_on_test_summary_with_the_loss_by_cv():
+    realdata = _load("realdata", "_bench_realdata")
+    recs = [
+        dict(split=k, setting="Type 1", method=m, mse=v, mse_alt=v)
+        for k in range(4)
+        for m, v in ((realdata.LOSS_BY_CV, 40.0 + k), ("rffor square", 44.0 + k), ("sklearn KernelRidge", 40.5 + k))
+    ]
+    before = {
+        "source": "old", "rule": "best on test",
+        "summary": [dict(rule="the study's", setting="Type 1", ours="rffor H_κ^2", ours_mse=32.0, square_mse=44.0,
+                         baseline="sklearn KernelRidge", baseline_mse=44.0)],
+    }  # fmt: skip
+    rows, changed = realdata.changes_rows(recs, before)
+    # before: 32 below 44; now: 41.5 against 42 with a constant paired difference of -0.5: better, no change
+    assert changed == [] and "better against 42" in rows[0][4] and rows[0][5] == "no"
+    for r in recs:  # now 0.5 above KernelRidge in every split: worse, a changed verdict
+        if r["method"] == realdata.LOSS_BY_CV:
+            r["mse"] += 1.0
+    rows, changed = realdata.changes_rows(recs, before)
+    assert changed == ["the study's rule, Type 1"] and "worse" in rows[0][4]
+
+
 def test_args_record_and_run_args_read_a_runs_own_arguments_back():
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=1)
