@@ -49,14 +49,12 @@ from pathlib import Path
 import numpy as np
 from _common import (
     add_common_args,
-    args_record,
     figure_path,
     fmt,
     limit_blas_threads,
     machine_info,
     markdown_table,
     provenance,
-    run_args,
     save_json,
     write_section,
     write_zarr_blocks,
@@ -404,7 +402,7 @@ def main(argv=None) -> int:
         records = [r for run in runs for r in run["records"]]
         fig = figure_path("learning_curve", False)
         plot(records, fig, args.n_centres)
-        text = report(records, args, runs[0]["info"], fig, runs[0].get("argv"), runs=runs, parser=parser)
+        text = report(records, args, runs[0]["info"], fig, runs[0].get("argv"))
         text += "\n\n" + _runs_note(runs)
         if not args.no_readme:
             write_section("learning_curve", text, args.readme)
@@ -485,7 +483,8 @@ def main(argv=None) -> int:
     plot(records, fig, args.n_centres)
     save_json(
         "learning_curve_quick" if args.quick else "learning_curve" + (f"_{args.name}" if args.name else ""),
-        dict(info=info, args=args_record(args), argv=sys.argv, records=records, wall_seconds=wall),
+        dict(info=info, args={k: str(v) for k, v in vars(args).items()}, argv=sys.argv, records=records,
+             wall_seconds=wall),
     )  # fmt: skip
     if not args.no_readme and not args.quick:
         write_section("learning_curve", report(records, args, info, fig), args.readme)
@@ -513,43 +512,7 @@ def centres_of(rec, default: int) -> int | None:
     return None if rec["method"] == "exact" else rec.get("n_centres", default)
 
 
-def _per_run(runs: list[dict], key: str, show=str, only=None) -> str:
-    """What the runs of a block were given for ``key``, from their own recorded arguments: one value if every run
-    concerned (``only(records)``, default all) had it, else each value with the runs that had it."""
-    by: dict[str, list[str]] = {}
-    for k, run in enumerate(runs):
-        if only is None or only(run["records"]):
-            name = run["args"].get("name") or f"run {k + 1}"
-            by.setdefault(show(run["args"][key]), []).append(name)
-    if len(by) == 1:
-        return next(iter(by))
-    return ", ".join(f"{v} ({' and '.join(names)})" for v, names in by.items())
-
-
-def report(records, args, info, fig, argv=None, runs=None, parser=None) -> str:
-    """The block. ``runs``: the results files merged (``--report-only``); the prose states their own arguments
-    (read by :func:`_common.run_args`), not this invocation's; without ``runs``, the arguments of this run."""
-    if runs is None:
-        runs = [{"args": args_record(args), "records": records}]
-    runs = [{**run, "args": run_args(run, parser)} for run in runs]
-    seeds = {run["args"]["seed"] for run in runs}
-    if len(seeds) > 1:
-        raise ValueError(f"the merged runs used different seeds {sorted(seeds)}: their test curves differ")
-    n_tests = {run["args"]["n_test"] for run in runs}
-    if len(n_tests) > 1:
-        raise ValueError(f"the merged runs used different test sets (n_test {sorted(n_tests)})")
-    seed, n_test = seeds.pop(), n_tests.pop()
-
-    def has(method, data=None):
-        return lambda rs: any(r["method"] == method and data in (None, r["data"]) for r in rs)
-
-    said = {  # the runs' own arguments, for the prose
-        "cluster": _per_run(runs, "cluster_min_n", lambda v: f"{v:,}", has("rffor")),
-        "extensions": _per_run(runs, "exact_extensions", only=has("exact")),
-        # the equality check of the ridge solutions ran on the first corrupted size of a run
-        "check": _per_run(runs, "ns", lambda v: f"{min([20_000, *v[:1]]):,}", has("nystroem_ridge", "corrupted")),
-        "threads": _per_run(runs, "threads"),
-    }
+def report(records, args, info, fig, argv=None) -> str:
     more = [r for r in records if centres_of(r, 1000) not in (None, args.n_centres)]
     records = [r for r in records if r not in more]
     get = {(r["method"], r["data"], r["n"]): r for r in records}
@@ -598,7 +561,7 @@ def report(records, args, info, fig, argv=None, runs=None, parser=None) -> str:
         from rffor.features import DEFAULT_OUTPUT_RANK_TOL
 
         for tol in (DEFAULT_OUTPUT_RANK_TOL, 0.0):
-            rank, floor = output_floor(seed, n_test, GAMMA_THETA, tol)
+            rank, floor = output_floor(args.seed, args.n_test, GAMMA_THETA, tol)
             floors.append(f"{fmt(floor)} at tol = {tol:g} (rank {rank})")
     return "\n".join(
         [
@@ -607,7 +570,7 @@ def report(records, args, info, fig, argv=None, runs=None, parser=None) -> str:
             provenance(info, argv, load_end=None if argv else os.getloadavg()),
             "",
             f"Nonlinear synthetic curves (MATH.md §7, m = 100, d = 100), {OUTLIERS:.0%} Type 2 outliers in training, "
-            f"{n_test} clean test curves; γ_X = {GAMMA_X:g}, γ_Θ = {GAMMA_THETA:g} (rffor large scale: the "
+            f"{args.n_test} clean test curves; γ_X = {GAMMA_X:g}, γ_Θ = {GAMMA_THETA:g} (rffor large scale: the "
             "start of its walk). Every hyperparameter selected "
             "by the library's rule on the same held-out curves (one in ten, hashed): median held-out curve MSE (mean "
             "on clean data), a walk from the best value of a starting grid to its neighbours while a step improves "
@@ -616,15 +579,15 @@ def report(records, args, info, fig, argv=None, runs=None, parser=None) -> str:
             f"{args.n_centres}, lam='auto', loss_params='auto', kernel_theta_params='auto')` (λ from the closed forms "
             f"of 1e-2 … 1e-12, κ from {KAPPA0:g} and γ_Θ from {GAMMA_THETA:g} by half decades; MM passes; exact "
             "output factor; closed forms from the features' TSQR factor), on a LocalCluster of 2 workers × 1 thread "
-            f"from n = {said['cluster']} (in process below). Exact: `FunctionalRegressorCV(Huber({KAPPA0:g}, 2), "
+            f"from n = {args.cluster_min_n:,} (in process below). Exact: `FunctionalRegressorCV(Huber({KAPPA0:g}, 2), "
             "loss_params='auto', cv=PredefinedSplit(the same held-out curves))` (ADMM to a relative gap of 1e-6 or "
             f"2000 iterations; λ 1e-6 … 1e-12 and κ {KAPPA0:g}/√10 … {KAPPA0:g}·√10, each extended past a winning end "
-            f"at most {said['extensions']} times; γ_Θ stays {GAMMA_THETA:g}: FunctionalRegressorCV does not "
+            f"at most {args.exact_extensions} times; γ_Θ stays {GAMMA_THETA:g}: FunctionalRegressorCV does not "
             "search it). scikit-learn: `Nystroem(M = "
             f"{args.n_centres})` features and a ridge regression per output (α from 1e-8 … 1e2 by the same walk; "
             "the solutions of `Ridge(solver='svd')`, computed block by block by a QR factorisation, checked equal on "
-            f"{said['check']} rows), "
-            f"BLAS threads {said['threads']}. Times include selection.",
+            f"{min([20_000, *args.ns[:1]]):,} rows), "
+            f"BLAS threads {args.threads}. Times include selection.",
             "",
             "Corrupted training data, test NMSE (time; selection):",
             "",

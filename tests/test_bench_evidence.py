@@ -249,19 +249,6 @@ def test_args_record_and_run_args_read_a_runs_own_arguments_back():
         _common.run_args({"records": []}, parser)
 
 
-def test_learning_curve_prose_states_each_runs_value():
-    lc = _load("learning_curve", "_bench_learning_curve")
-    runs = [
-        {"args": {"name": "memory", "threads": 2, "exact_extensions": 3}, "records": [{"method": "exact"}]},
-        {"args": {"name": "zarr", "threads": 2, "exact_extensions": 12}, "records": [{"method": "rffor"}]},
-        {"args": {"name": "", "threads": 1, "exact_extensions": 12}, "records": [{"method": "rffor"}]},
-    ]
-    assert lc._per_run(runs, "threads") == "2 (memory and zarr), 1 (run 3)"
-    # only the runs that fitted the exact solver say how far its grid could extend
-    has_exact = lambda rs: any(r["method"] == "exact" for r in rs)  # noqa: E731
-    assert lc._per_run(runs, "exact_extensions", only=has_exact) == "3"
-
-
 def test_level_sampling_report_states_the_measuring_runs_arguments():
     ls = _load("level_sampling", "_bench_level_sampling")
     records = [
