@@ -233,7 +233,8 @@ def summary(records: list[dict], baselines: list[str]) -> list[list[str]]:
             cells = []
             for b in baselines:
                 theirs = get(b, lab, key)
-                cells.append(f"{paired_verdict(ours, theirs)} ({fmt(theirs.mean())})")
+                verdict = paired_verdict(ours, theirs) if len(ours) > 1 else "—"  # one split: no standard error
+                cells.append(f"{verdict} ({fmt(theirs.mean())})")
             rows.append([
                 rule, lab, fmt(ours.mean()), fmt(ours.mean() / get("rffor square", lab, key).mean(), 2),
                 ", ".join(f"{k} {c}/{len(ours)}" for k, c in picks.most_common()), *cells,
