@@ -366,6 +366,7 @@ def report(gait, n_train: int, saved: dict) -> str:
     wrote it with their own arguments and load."""
     records, runs = saved["records"], saved["runs"]
     splits = len({r["split"] for r in records})
+    asked = max((run["args"].get("splits") or (2 if run["args"].get("quick") else 20)) for run in runs)
     wall = sum(run.get("wall_seconds") or 0.0 for run in runs)
     meths = methods(gait.theta, saved["fixed"]["quick"], n_train, gait.theta.size)
 
@@ -421,6 +422,15 @@ def report(gait, n_train: int, saved: dict) -> str:
         "",
         runs_text(runs),
         "",
+        *(
+            [
+                f"**Not finished**: the runs asked for {asked} splits and stopped at the session's deadline after "
+                f"{splits} (splits 0 … {splits - 1}, in order; none left out for its result).",
+                "",
+            ]
+            if splits < asked
+            else []
+        ),
         f"{gait.X.shape[0]} boys, 20 points per curve; {splits} random splits into {n_train} training / "
         f"{gait.X.shape[0] - n_train} test boys; clean training curves or 20% of them corrupted (Types 1, 2, 3 of "
         "MATH.md §7 on the angles divided by their standard deviation; Type 3 with ξ = 0.3; test curves always "
