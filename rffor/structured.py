@@ -1,0 +1,700 @@
+"""``OutputKernelRegressor``: structured outputs through a kernel on the outputs (MATH.md §8; seed 002's robust
+input–output kernel regression, seed 004's loss trick and decoding).
+
+The model is ``h(x) = (1/(Λn)) Σ_i k_X(x, x_i) a_i`` in the output RKHS of ``k_Y`` (:mod:`rffor.output_kernels`),
+with ``a_i`` the rows of the solution A of seed 002's dual, which is the eigenbasis dual (D_e) of MATH.md §3.2 with
+``Y := V`` (a factor ``K_Y = V Vᵀ`` of the training outputs' Gram matrix, r columns) and t = 1
+(:meth:`rffor.solvers.dual.DualProblem.structured`):
+
+    F(A) = (q/2)‖A‖_F² − <A, V>_F + (1/(2Λn)) Tr(K_X A Aᵀ) + Σ_i ψ_e(a_i),       A ∈ R^{n×r}
+
+=====================================  ===========================  ===================================  ======
+loss (seed 002)                        primal L(r), r ∈ H_Y          ψ_e(a)                               q
+=====================================  ===========================  ===================================  ======
+Ridge: ``Square()``                    ½‖r‖²                        0                                    1
+ε-Ridge (P1): ``EpsilonInsensitive``   ½ (‖r‖ − ε)₊²                ε‖a‖                                 1
+Huber (P2): ``Huber(kappa, p=2)``      ½‖r‖² or κ(‖r‖ − κ/2)        ι{‖a‖ ≤ κ}                           1
+ε-SVR (P3): ``EpsilonSVR``             (‖r‖ − ε)₊                   ε‖a‖ + ι{‖a‖ ≤ 1}                    0
+=====================================  ===========================  ===================================  ======
+
+with ‖·‖ the norm of the output RKHS (the Euclidean norm of the coordinates of V, which are isometric). This is
+(D1)–(D3) of seed 002 (Theorem 6) with ``W = A``: expanding ``½‖AW − B‖² `` with ``AᵀA = K_X/(Λn) + I`` (or
+``K_X/(Λn)`` for ε-SVR) and ``AᵀB = V`` gives F up to a constant. **Units**: Λ, κ and ε are seed 002's (and the
+paper code's: its coefficients are ``W/(Λn)``). Against other libraries: the square loss with ``Linear()`` is
+scikit-learn's multi-output ``KernelRidge(alpha=n·Λ)`` (``Σ‖y_i − h(x_i)‖² + nΛ‖h‖²`` is 2n times (P)); against
+:class:`~rffor.FunctionalRegressor` with an identity output kernel on m labels, ``λ = Λ/m`` and ``κ, ε`` divided by
+√m (its norms are μ_m norms, MATH.md §8).
+
+**Optimality (KKT)**, derived from ``a_i ∈ ∂L(r_i)`` at the optimum with ``r_i = ψ(y_i) − h(x_i)`` (the dual
+variable of sample i is the gradient of its loss at its residual; in V coordinates, ``r_i = v_i − (K_X A)_i/(Λn)``):
+Huber ``a_i = r_i min(1, κ/‖r_i‖)``, so ‖a_i‖ = min(‖r_i‖, κ); ε-Ridge ``a_i = r_i (1 − ε/‖r_i‖)₊``, ‖a_i‖ =
+(‖r_i‖ − ε)₊; ε-SVR ``a_i = r_i/‖r_i‖`` where ‖r_i‖ > ε (‖a_i‖ = 1) and a_i = 0 where ‖r_i‖ < ε (only the samples
+outside the tube carry the model: seed 002's data sparsity).
+
+**Weights** (seed 004): ``h(x) = Σ_j α_j(x) ψ(y_j)`` with
+``α(x) = V⁺ᵀ Aᵀ k_X(X, x)/(Λn) + (I − Π)(K_X + nΛI)⁻¹ k_X(X, x)``, Π = V V⁺ the projector on the range of K_Y. The
+first term is what the fit determines (MATH.md §8: ``c U diag(s^{-1/2}) Aᵀ k_x`` for V = U diag(√s)); the second is
+invisible to h and to every kernel decoding (it is orthogonal to every column of K_Y) and is seed 004's weights'
+part outside the range of K_Y, so that for the square loss α(x) = (K_X + nΛI)⁻¹ k_X(X, x) for any output kernel,
+and α is continuous as κ → ∞ or ε → 0 (then A V⁺ → (I + K_X/(Λn))⁻¹ Π).
+
+**Decoding** (MATH.md §8): ``decode(X, candidates)`` returns ``argmin_z k(z, z) − 2 <h(x), ψ(z)>`` over the
+candidates; ``predict`` uses the closed form of the output type where the output kernel has one
+(:meth:`rffor.output_kernels.OutputKernel.decoder`: label sets with ``Linear()`` are Y_trainᵀα(x) thresholded at ½;
+histograms with ``Hellinger()`` ``z ∝ (w₊)²``, with ``Linear()`` the projection of w on the simplex; vectors with
+``Linear()`` h itself), the classes seen in training for :class:`~rffor.output_kernels.Delta`, and a 1-D
+minimisation for scalar outputs with any kernel (:func:`minimise_scalar`).
+
+**Missing labels** are masked, never interpolated. On the exact solvers this is possible when the output kernel's
+embedding is coordinatewise (``Linear()``, ``Hellinger()``: a missing label is a missing coordinate of ψ(y_i)):
+the dual then lives in the embedding's coordinates (``Y := Ψ`` with the missing entries at 0, which is isometric
+too) and the loss of sample i is taken on its observed coordinates, ``L(‖(ψ(y_i) − h(x_i))_{O_i}‖)`` (the sum over
+observed labels: seed 002's norm restricted to them, not rescaled by the observed count); its conjugate adds the
+constraint ``a_ij = 0`` for the missing j, a projection inside the prox (:class:`_MaskedLoss`). The weights α(x)
+are then undefined (the training outputs are not known in full) and :meth:`OutputKernelRegressor.alpha` refuses;
+predictions and decoding use h. Any other kernel refuses NaN in ``y``: its ψ(y) is not defined without every label.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from ._validation import check_X
+from .estimator import FunctionalRegressor, _saved_array
+from .kernels import Kernel
+from .losses import Loss, Square
+from .output_kernels import DEFAULT_RANK_TOL, OUTPUT_TYPES, Linear, OutputKernel
+from .solvers import EXACT_SOLVERS
+from .solvers.dual import DualProblem
+
+__all__ = ["OutputKernelRegressor", "decode_closed_form", "kernel_loss", "minimise_scalar", "AUTO_APGD_MAX_CONDITION"]
+
+#: ``solver="auto"`` uses APGD when the condition number ``(q + c s_max)/(q + c s_min)`` of the dual's smooth part
+#: is at most this (APGD then needs a few hundred iterations, about √κ·log(1/tol)), ADMM above (see
+#: ``benchmarks/README.md``, structured outputs: on seed 002's YEAST protocol, K_X is well conditioned and APGD
+#: certified all 2,160 fits in ≤ 490 iterations where ADMM stalled at small Λ).
+AUTO_APGD_MAX_CONDITION = 1e6
+
+#: tolerance on the row sums of histogram outputs (``output_type="histogram"``)
+_SIMPLEX_TOL = 1e-6
+
+#: grid points of the first stage of :func:`minimise_scalar`
+_SCALAR_GRID = 256
+
+
+@dataclass(frozen=True, eq=False)
+class _MaskedLoss(Loss):
+    """A p = 2 loss restricted to the observed coordinates of each row (module docstring, "Missing labels").
+
+    ``L_i(r) = L(r_{O_i})``: the primal value zeroes the missing coordinates of the residuals before the base loss
+    (whose μ_D norm, rescaled by √D in :meth:`DualProblem.primal_value`, is then the Euclidean norm over O_i); the
+    conjugate is ``L*(a) + ι{a_j = 0, j ∉ O_i}``, whose prox zeroes the missing coordinates and applies the base prox
+    (exact: ψ_e is a function of ‖a‖ and the constraint a coordinate subspace).
+    """
+
+    base: Loss = None  # type: ignore[assignment]
+    mask: np.ndarray = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "supports_eigen", True)
+        object.__setattr__(self, "integral", False)
+        object.__setattr__(self, "dual_quadratic", self.base.dual_quadratic)
+
+    def curve_values(self, R, theta=None):
+        return self.base.curve_values(np.where(self.mask, R, 0.0))
+
+    def dual_penalty_eigen(self, A):
+        if np.any(np.asarray(A)[~self.mask] != 0):
+            return math.inf
+        return self.base.dual_penalty_eigen(A)
+
+    def prox_dual_eigen(self, U, step):
+        return self.base.prox_dual_eigen(np.where(self.mask, U, 0.0), step)
+
+    def to_spec(self):  # pragma: no cover - never saved: the model stores the base loss
+        return self.base.to_spec()
+
+
+def decode_closed_form(kernel: OutputKernel, output_type: str, H: np.ndarray) -> np.ndarray | None:
+    """The closed-form decoder of ``output_type`` with ``kernel`` applied to predicted embeddings H (n, D), or None
+    when the kernel has none (:meth:`rffor.output_kernels.OutputKernel.decoder`)."""
+    decoder = kernel.decoder(output_type) if kernel.has_embedding else None
+    return None if decoder is None else decoder(H)
+
+
+def kernel_loss(kernel: OutputKernel, P: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """``Δ(p_i, y_i) = k(p_i, p_i) − 2k(p_i, y_i) + k(y_i, y_i) = ‖ψ(p_i) − ψ(y_i)‖²`` per row (seed 004 eq. 3), in
+    canonical forms; with an explicit embedding, NaN entries of Y (missing labels) are left out of the sum.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+    """
+    if kernel.has_embedding:
+        D = kernel.embedding(P) - kernel.embedding(Y)
+        return np.nansum(D * D, axis=1)
+    k_py = np.concatenate([np.diag(kernel.gram(P[i : i + 512], Y[i : i + 512])) for i in range(0, len(P), 512)])
+    return kernel.diag(P) + kernel.diag(Y) - 2.0 * k_py
+
+
+def minimise_scalar(objective, lo: float, hi: float, n_rows: int, *, grid: int = _SCALAR_GRID, iters: int = 60):
+    """Minimise ``objective(z)`` over [lo, hi] for each of ``n_rows`` rows at once: a grid of ``grid`` points, then
+    golden-section search in the bracket around each row's best grid point (exact for a function unimodal there;
+    the grid step bounds the error otherwise).
+
+    Parameters
+    ----------
+    objective : callable(Z) -> ndarray
+        ``Z`` of shape (n_rows, k): candidate values per row; returns the values (n_rows, k).
+    lo, hi : float
+    n_rows : int
+
+    Returns
+    -------
+    z : ndarray of shape (n_rows,)
+    """
+    g = np.linspace(lo, hi, grid)
+    F = objective(np.broadcast_to(g, (n_rows, grid)))
+    k = np.argmin(F, axis=1)
+    a = g[np.maximum(k - 1, 0)]
+    b = g[np.minimum(k + 1, grid - 1)]
+    best_z, best_f = g[k], F[np.arange(n_rows), k]
+    ratio = (math.sqrt(5.0) - 1.0) / 2.0
+    c = b - ratio * (b - a)
+    d = a + ratio * (b - a)
+    fc = objective(c[:, None])[:, 0]
+    fd = objective(d[:, None])[:, 0]
+    for _ in range(iters):
+        left = fc < fd
+        b = np.where(left, d, b)
+        a = np.where(left, a, c)
+        c_new = b - ratio * (b - a)
+        d_new = a + ratio * (b - a)
+        c, d = np.where(left, c_new, d), np.where(left, c, d_new)
+        f_new = objective(np.where(left, c, d)[:, None])[:, 0]
+        fc, fd = np.where(left, f_new, fd), np.where(left, fc, f_new)
+    z = 0.5 * (a + b)
+    fz = objective(z[:, None])[:, 0]
+    return np.where(fz <= best_f, z, best_z)
+
+
+class OutputKernelRegressor(FunctionalRegressor):
+    """Structured outputs by regression in the RKHS of an output kernel, with robust losses (module docstring;
+    seed 002's ε-SV-, ε-Ridge- and Huber-IOKR, seed 004's decoding).
+
+    Parameters
+    ----------
+    loss : Loss, default Square()
+        ``Square()`` (Ridge-IOKR), ``EpsilonInsensitive(epsilon, p=2)`` (ε-Ridge), ``Huber(kappa, p=2)`` or
+        ``EpsilonSVR(epsilon)`` (ε-SVR), κ and ε in the norm of the output RKHS (seed 002's units).
+    kernel_x : Kernel, default None
+        Input kernel; None means the Gaussian kernel of the median heuristic (as in
+        :class:`~rffor.FunctionalRegressor`).
+    kernel_y : OutputKernel, default None
+        Output kernel (:mod:`rffor.output_kernels`); None means ``Linear()``.
+    lam : float, default 1e-4
+        Λ > 0 of seed 002 (``KernelRidge(alpha=n·Λ)`` for the square loss and a linear output kernel).
+    output_type : {"auto", "vector", "multilabel", "histogram", "labels"}, default "auto"
+        What the outputs are, for :meth:`predict`'s decoder and for validation: real vectors (a 1-D ``y`` is
+        scalars), label sets in {0, 1}^m, histograms (non-negative rows summing to 1), class labels (with
+        :class:`~rffor.output_kernels.Delta`). "auto": labels for Delta; for a 2-D ``y``, label sets if every entry
+        is 0 or 1, histograms if the rows are on the simplex; vectors otherwise.
+    solver : {"auto", "admm", "apgd"}, default "auto"
+        Exact dual solver (certified duality gap). "auto": APGD when the dual's condition number is at most
+        :data:`AUTO_APGD_MAX_CONDITION`, else ADMM.
+    tol : float, default 1e-6
+        Stop at this relative duality gap; a fit that does not reach it warns (``ConvergenceWarning``, with the gap).
+    max_iter : int or None, default None
+        Iteration cap (None: the solver's default, :data:`rffor.solvers.EXACT_SOLVERS`).
+    rank_tol : float, default 1e-12
+        Factor of K_Y: eigenpairs with ``t_j ≤ rank_tol · t_max`` dropped
+        (:data:`rffor.output_kernels.DEFAULT_RANK_TOL`).
+    verbose : int, default 0
+
+    Attributes
+    ----------
+    dual_coef_ : ndarray of shape (n, r)
+        The solution A (in the coordinates of the factor V, or of the embedding when outputs are masked).
+    duality_gap_ : float
+        Relative duality gap at the returned model (``(P − D)/max(|P|, |D|)``).
+    objective_ : float
+        The primal objective (seed 002's (P1)–(P3)) at the returned model.
+    n_iter_ : int
+    objective_history_ : ndarray
+    output_type_ : str
+    kernel_x_, kernel_y_ : Kernel, OutputKernel
+    loss_ : Loss
+    solver_ : str
+    rank_ : int
+        Rank r of the factor of K_Y (the embedding's dimension D when outputs are masked).
+    classes_ : ndarray
+        ``output_type_ == "labels"``: the classes seen in training (the candidates of :meth:`predict`).
+    masked_ : bool
+        Whether missing outputs were masked.
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from rffor import OutputKernelRegressor
+    >>> from rffor.losses import Huber
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((60, 3)); Y = (X[:, :2] + 0.3 * rng.standard_normal((60, 2)) > 0).astype(float)
+    >>> est = OutputKernelRegressor(Huber(kappa=0.5), lam=1e-3).fit(X, Y)
+    >>> est.output_type_, est.predict(X[:2]).shape
+    ('multilabel', (2, 2))
+    """
+
+    _parameter_constraints: dict = {
+        "loss": [Loss, None],
+        "kernel_x": [Kernel, None],
+        "kernel_y": [OutputKernel, None],
+        "lam": [Interval(numbers.Real, 0, None, closed="neither")],
+        "output_type": [StrOptions({"auto", *OUTPUT_TYPES})],
+        "solver": [StrOptions({"auto", *EXACT_SOLVERS})],
+        "tol": [Interval(numbers.Real, 0, None, closed="left")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "rank_tol": [Interval(numbers.Real, 0, 1, closed="left")],
+        "verbose": ["verbose"],
+    }
+
+    # FunctionalRegressor settings that structured outputs do not have (read by its shared machinery)
+    kernel_theta = None
+
+    def __init__(
+        self,
+        loss=None,
+        *,
+        kernel_x=None,
+        kernel_y=None,
+        lam=1e-4,
+        output_type="auto",
+        solver="auto",
+        tol=1e-6,
+        max_iter=None,
+        rank_tol=DEFAULT_RANK_TOL,
+        verbose=0,
+    ):
+        self.loss = loss
+        self.kernel_x = kernel_x
+        self.kernel_y = kernel_y
+        self.lam = lam
+        self.output_type = output_type
+        self.solver = solver
+        self.tol = tol
+        self.max_iter = max_iter
+        self.rank_tol = rank_tol
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ helpers
+    def _loss(self) -> Loss:
+        loss = Square() if self.loss is None else self.loss
+        if not loss.supports_eigen or loss.needs_levels:
+            raise ValueError(
+                f"loss: OutputKernelRegressor takes Square(), EpsilonInsensitive(epsilon, p=2), Huber(kappa, p=2) or "
+                f"EpsilonSVR(epsilon) (losses of the norm of the output RKHS), got {loss!r}"
+            )
+        return loss
+
+    def _output_kernel(self) -> OutputKernel:
+        return Linear() if self.kernel_y is None else self.kernel_y
+
+    def _kernels(self, X, theta=None):
+        """(k_X, k_Y): ``kernel_x`` or the median heuristic's on X, and the output kernel."""
+        kx, _ = super()._kernels(X, np.zeros(1))
+        return kx, self._output_kernel()
+
+    @classmethod
+    def _param_from_spec(cls, name, value):
+        if name == "kernel_y":
+            from .output_kernels import output_kernel_from_spec
+
+            return output_kernel_from_spec(value)
+        return super()._param_from_spec(name, value)
+
+    def _check_outputs(self, y, n_samples: int, kernel: OutputKernel) -> tuple[np.ndarray, str]:
+        """The outputs in the kernel's canonical form and their resolved type; every check before any work."""
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None: fit(X, y) with y of shape "
+                "(n_samples,) or (n_samples, n_outputs)"
+            )
+        maskable = kernel.coordinatewise and kernel.has_embedding
+        if not maskable:
+            try:
+                missing = bool(np.isnan(np.asarray(y, dtype=np.float64)).any())
+            except (TypeError, ValueError):
+                missing = False  # not numeric: kernel.check says what is wrong
+            if missing:
+                raise ValueError(
+                    f"y has missing entries (NaN): missing labels are masked, never interpolated, and on the exact "
+                    f"solvers masking needs an output kernel whose embedding is coordinatewise (Linear(), "
+                    f"Hellinger()); {kernel!r} has none. Drop the incomplete rows (the random-feature path, which "
+                    "masks any embedding, is not available for this estimator yet)"
+                )
+        Y = kernel.check(y, name="y", allow_nan=maskable)
+        if Y.shape[0] != n_samples:
+            raise ValueError(f"X and y must have the same number of rows, got {n_samples} and {Y.shape[0]}")
+        if Y.ndim == 2:
+            empty = np.isnan(Y).all(axis=1)
+            if empty.any():
+                raise ValueError(
+                    f"y has rows with no observed value (all NaN) at rows {np.flatnonzero(empty)[:10].tolist()}; "
+                    "drop them before fitting"
+                )
+        return Y, self._resolve_output_type(Y, kernel)
+
+    def _resolve_output_type(self, Y: np.ndarray, kernel: OutputKernel) -> str:
+        kind = self.output_type
+        labels = Y.ndim == 1  # only Delta's canonical outputs are 1-D
+        if kind == "auto":
+            if labels:
+                return "labels"
+            obs = Y[~np.isnan(Y)]
+            if Y.shape[1] > 1 and np.all((obs == 0) | (obs == 1)):
+                return "multilabel"
+            if Y.shape[1] > 1 and not np.isnan(Y).any() and _on_simplex(Y):
+                return "histogram"
+            return "vector"
+        if (kind == "labels") != labels:
+            raise ValueError(
+                f"output_type={kind!r} with kernel_y={kernel!r}: class labels need the Delta output kernel, and the "
+                "Delta kernel takes class labels"
+            )
+        obs = Y[~np.isnan(Y)] if not labels else Y
+        if kind == "multilabel" and not np.all((obs == 0) | (obs == 1)):
+            raise ValueError("y must hold label sets (every entry 0 or 1) for output_type='multilabel'")
+        if kind == "histogram" and (np.isnan(Y).any() or not _on_simplex(Y)):
+            raise ValueError(
+                "y must hold histograms (non-negative rows summing to 1, no missing entry) for output_type='histogram'"
+            )
+        return kind
+
+    def _choose_solver(self, problem: DualProblem) -> str:
+        if self.solver != "auto":
+            return self.solver
+        H = problem.hessian_diag
+        lo = float(H.min())
+        cond = math.inf if lo <= 0 else float(H.max()) / lo
+        return "apgd" if cond <= AUTO_APGD_MAX_CONDITION else "admm"
+
+    # ---------------------------------------------------------------------- fit
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+        y : array-like of shape (n,) or (n, m)
+            Outputs in the output kernel's form (:meth:`rffor.output_kernels.OutputKernel.check`): label sets,
+            histograms, real vectors or scalars, class labels for Delta. NaN marks a missing label (masked; needs a
+            coordinatewise embedding, module docstring).
+
+        Returns
+        -------
+        self
+        """
+        X = check_X(X)
+        loss = self._loss()
+        kernel_y = self._output_kernel()
+        Y, kind = self._check_outputs(y, X.shape[0], kernel_y)
+        self._y_1d = np.ndim(y) == 1 and kind != "labels"
+        self.n_features_in_ = X.shape[1]
+        self.output_type_ = kind
+        self.loss_ = loss
+        self.kernel_x_, self.kernel_y_ = self._kernels(X)
+        self.masked_ = bool(Y.ndim == 2 and np.isnan(Y).any())
+        if self.masked_:
+            Psi = kernel_y.embedding(Y)
+            mask = ~np.isnan(Psi)
+            V, to_embedding = np.where(mask, Psi, 0.0), np.eye(Psi.shape[1])
+            loss_dual = _MaskedLoss(base=loss, mask=mask)
+        else:
+            factor = kernel_y.factor(Y, self.rank_tol)
+            V, to_embedding, loss_dual = factor.V, factor.to_embedding, loss
+        problem = DualProblem.structured(self.kernel_x_.gram(X), V, self.lam, loss_dual)
+        self.solver_ = self._choose_solver(problem)
+        result = self._run_exact_solver(problem)
+        self.objective_, self.duality_gap_ = float(self.objective_history_[-1]), float(result.gap)
+        self.rank_ = int(V.shape[1])
+        A = result.coef
+        # h(x) in V coordinates is c k_xᵀ A; in the embedding's coordinates c k_xᵀ A T with Ψ = V T
+        self.X_fit_ = X
+        self._Y_fit = Y
+        self._W_emb = problem.c * (A if to_embedding is None else A @ to_embedding)
+        self._W_coord = problem.c * A
+        # α_range(x) = V⁺ᵀ h_V(x), V⁺ᵀ = V (VᵀV)⁻¹ (V has orthogonal columns, but any factor works: pinv)
+        self._V = None if self.masked_ else V
+        self._coord = None if self.masked_ else np.linalg.pinv(V).T
+        self.classes_ = np.unique(Y) if kind == "labels" else None
+        self._alpha_cache = None
+        return self
+
+    # ------------------------------------------------------------------ predict
+    def predict_embedding(self, X) -> np.ndarray:
+        """The model's output h(x) in the output RKHS.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_new, d)
+
+        Returns
+        -------
+        H : ndarray of shape (n_new, D) or (n_new, r)
+            With an explicit embedding (:attr:`rffor.output_kernels.OutputKernel.has_embedding`): the coordinates
+            of h(x) = Σ_j α_j(x) ψ(y_j) in the embedding (for ``Linear()``, multi-output kernel ridge regression's
+            prediction); otherwise its coordinates in the orthonormal basis of the factor V (r = ``rank_``), in which
+            ψ(y_j) has coordinates ``V[j] / ...`` (the rows of V are isometric images of the ψ(y_j)).
+        """
+        return self._kernel_new(X) @ self._W_emb
+
+    def _kernel_new(self, X) -> np.ndarray:
+        check_is_fitted(self, "dual_coef_")
+        X = check_X(X, n_features=self.n_features_in_, owner=type(self).__name__)
+        return self.kernel_x_.gram(X, self.X_fit_).astype(np.float64, copy=False)
+
+    def alpha(self, X) -> np.ndarray:
+        """Seed 004's weights: ``h(x) = Σ_j α_j(x) ψ(y_j)`` (module docstring, "Weights").
+
+        Parameters
+        ----------
+        X : array-like of shape (n_new, d)
+
+        Returns
+        -------
+        alpha : ndarray of shape (n_new, n)
+            For the square loss, ``(K_X + nΛI)⁻¹ k_X(X_train, x)`` row by row.
+
+        Raises
+        ------
+        ValueError
+            The model was fitted with missing outputs (masked_): the weights on training outputs that are not
+            known in full are not defined.
+        """
+        Kn = self._kernel_new(X)
+        if self.masked_:
+            raise ValueError(
+                "alpha: this model was fitted with missing outputs (masked); weights on training outputs that are not "
+                "known in full are not defined. Use predict_embedding or decode"
+            )
+        alpha = (Kn @ self._W_coord) @ self._coord.T
+        if self.rank_ < self.X_fit_.shape[0]:  # the part outside the range of K_Y (module docstring)
+            s, U = self._alpha_factor()
+            n = self.X_fit_.shape[0]
+            B = ((Kn @ U) / (s + n * self.lam)) @ U.T  # rows (K_X + nΛI)⁻¹ k_x
+            alpha += B - (B @ self._coord) @ self._V.T
+        return alpha
+
+    def _alpha_factor(self):
+        from ._linalg import eigh_psd
+
+        if self._alpha_cache is None:
+            self._alpha_cache = eigh_psd(self.kernel_x_.gram(self.X_fit_).astype(np.float64, copy=False))
+        return self._alpha_cache
+
+    def _inner_with(self, X, Z: np.ndarray) -> np.ndarray:
+        """``<h(x_i), ψ(z_k)>`` for the rows of X and candidate outputs Z (canonical form), shape (n_new, n_c)."""
+        Kn = self._kernel_new(X)
+        kernel = self.kernel_y_
+        if kernel.has_embedding:
+            return (Kn @ self._W_emb) @ kernel.embedding(Z).T
+        return ((Kn @ self._W_coord) @ self._coord.T) @ kernel.gram(self._Y_fit, Z)
+
+    def decode(self, X, candidates) -> np.ndarray:
+        """``argmin_z k(z, z) − 2 <h(x), ψ(z)>`` over candidate outputs, for each row of X (MATH.md §8).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_new, d)
+        candidates : array-like of shape (n_c,) or (n_c, m)
+            Candidate outputs of the kind the model was fitted on (same number of columns; values the output kernel
+            accepts, e.g. binary for Tanimoto, class labels for Delta).
+
+        Returns
+        -------
+        ndarray of shape (n_new, m), or (n_new,) for scalar outputs and class labels: the best candidate per row.
+        """
+        check_is_fitted(self, "dual_coef_")
+        kernel = self.kernel_y_
+        Z = kernel.check(candidates, name="candidates")
+        if Z.ndim != self._Y_fit.ndim or (Z.ndim == 2 and Z.shape[1] != self._Y_fit.shape[1]):
+            want = "class labels (1-D)" if self._Y_fit.ndim == 1 else f"outputs with {self._Y_fit.shape[1]} columns"
+            got = "1-D labels" if Z.ndim == 1 else f"{Z.shape[1]} columns"
+            raise ValueError(f"candidates must be {want} like the training outputs, got {got}")
+        scores = kernel.diag(Z)[None, :] - 2.0 * self._inner_with(X, Z)
+        best = Z[np.argmin(scores, axis=1)]
+        return best[:, 0] if self._y_1d else best
+
+    def predict(self, X):
+        """Decoded predictions (module docstring, "Decoding").
+
+        Parameters
+        ----------
+        X : array-like of shape (n_new, d)
+
+        Returns
+        -------
+        ndarray of shape (n_new, m), or (n_new,) for 1-D outputs (scalars, class labels)
+
+        Raises
+        ------
+        ValueError
+            The output type has no closed-form decoder with this output kernel (then use :meth:`decode`).
+        """
+        check_is_fitted(self, "dual_coef_")
+        kind = self.output_type_
+        if self.kernel_y_.has_embedding and self.kernel_y_.decoder(kind) is not None:
+            out = decode_closed_form(self.kernel_y_, kind, self.predict_embedding(X))
+        elif kind == "labels":
+            out = self.decode(X, self.classes_)
+            return out
+        elif kind == "vector" and self._Y_fit.shape[1] == 1:
+            out = self._minimise_scalar(X)[:, None]
+        else:
+            raise ValueError(
+                f"{self.kernel_y_!r} has no closed-form decoder for {kind} outputs: use decode(X, candidates) "
+                "(e.g. the training outputs as candidates)"
+            )
+        return out[:, 0] if self._y_1d else out
+
+    def _minimise_scalar(self, X) -> np.ndarray:
+        """Scalar outputs, any kernel: ``argmin_z k(z, z) − 2 Σ_j α_j(x) k(z, y_j)`` over the range of the training
+        outputs (:func:`minimise_scalar`)."""
+        Kn = self._kernel_new(X)
+        weights = (Kn @ self._W_coord) @ self._coord.T  # α_range(x): scalar outputs are never masked
+        kernel = self.kernel_y_
+        y = self._Y_fit[:, 0]
+        lo, hi = float(np.nanmin(y)), float(np.nanmax(y))
+
+        def objective(Zc):
+            if Zc.shape[1] > 1:  # the first stage: one grid shared by every row, one Gram matrix
+                grid = Zc[0][:, None]
+                return kernel.diag(grid)[None, :] - 2.0 * (weights @ kernel.gram(self._Y_fit, grid))
+            z = Zc[:, :1]  # one point per row
+            inner = np.einsum("ij,ji->i", weights, kernel.gram(self._Y_fit, z))
+            return (kernel.diag(z) - 2.0 * inner)[:, None]
+
+        return minimise_scalar(objective, lo, hi, Kn.shape[0])
+
+    def score(self, X, y, sample_weight=None):
+        """Vectors: R² of :meth:`predict` (uniform average over outputs, scikit-learn's regressor score). Other
+        output types: minus the mean kernel loss ``Δ(ŷ, y) = k(ŷ, ŷ) − 2k(ŷ, y) + k(y, y)`` of the decoded
+        predictions (seed 004 eq. 3; label sets with Linear(): the number of wrong labels; class labels with
+        Delta: 2 × the error rate); higher is better either way.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, d)
+        y : array-like of shape (n,) or (n, m)
+        sample_weight : array-like of shape (n,), optional
+
+        Returns
+        -------
+        score : float
+        """
+        check_is_fitted(self, "dual_coef_")
+        if self.output_type_ == "vector":
+            from sklearn.metrics import r2_score
+
+            return float(r2_score(y, self.predict(X), sample_weight=sample_weight))
+        kernel = self.kernel_y_
+        maskable = kernel.coordinatewise and kernel.has_embedding
+        Y = kernel.check(y, name="y", allow_nan=maskable)
+        P = kernel.check(self.predict(X), name="predictions")
+        return -float(np.average(kernel_loss(kernel, P, Y), weights=sample_weight))
+
+    # ---------------------------------------------------------------- state
+    def _get_fitted_state(self):
+        check_is_fitted(self, "dual_coef_")
+        fitted = {
+            "solver": self.solver_,
+            "loss": self.loss_.to_spec(),
+            "kernel_x": self.kernel_x_.to_spec(),
+            "kernel_y": self.kernel_y_.to_spec(),
+            "n_features_in": int(self.n_features_in_),
+            "y_1d": bool(self._y_1d),
+            "output_type": self.output_type_,
+            "masked": bool(self.masked_),
+            "n_iter": int(self.n_iter_),
+            "duality_gap": float(self.duality_gap_),
+            "objective": float(self.objective_),
+        }
+        arrays = {
+            "x_fit": self.X_fit_,
+            "y_fit": self._Y_fit,
+            "dual_coef": self.dual_coef_,
+            "w_emb": self._W_emb,
+            "w_coord": self._W_coord,
+            "objective_history": np.asarray(self.objective_history_, dtype=np.float64),
+        }
+        if self._V is not None:
+            arrays["factor"] = self._V
+        if self.classes_ is not None:
+            arrays["classes"] = self.classes_
+        return fitted, arrays
+
+    def _set_fitted_state(self, fitted, arrays):
+        from .kernels import kernel_from_spec
+        from .losses import loss_from_spec
+        from .output_kernels import output_kernel_from_spec
+
+        solver = fitted.get("solver")
+        if solver not in EXACT_SOLVERS:
+            raise ValueError(f"unknown solver {solver!r}")
+        d = fitted.get("n_features_in")
+        if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+            raise ValueError(f"n_features_in must be a positive integer, got {d!r}")
+        kind = fitted.get("output_type")
+        if kind not in OUTPUT_TYPES:
+            raise ValueError(f"unknown output_type {kind!r}")
+        X_fit, Y_fit, A, W_emb, W_coord = (
+            _saved_array(arrays, k) for k in ("x_fit", "y_fit", "dual_coef", "w_emb", "w_coord")
+        )
+        n = X_fit.shape[0] if X_fit.ndim == 2 else -1
+        if X_fit.ndim != 2 or X_fit.shape[1] != d:
+            raise ValueError("x_fit does not have n_features_in columns")
+        if Y_fit.shape[0] != n or A.ndim != 2 or A.shape[0] != n or W_emb.shape[0] != n or W_coord.shape != A.shape:
+            raise ValueError("the fitted arrays do not have one row per training sample")
+        masked = bool(fitted.get("masked", False))
+        V = arrays.get("factor")
+        if not masked and (V is None or V.shape != A.shape):
+            raise ValueError("factor is missing or has a wrong shape")
+        self.solver_ = solver
+        self.loss_ = loss_from_spec(fitted["loss"])
+        self.kernel_x_ = kernel_from_spec(fitted["kernel_x"])
+        self.kernel_y_ = output_kernel_from_spec(fitted["kernel_y"])
+        self.n_features_in_ = d
+        self._y_1d = bool(fitted.get("y_1d", False))
+        self.output_type_ = kind
+        self.masked_ = masked
+        self.n_iter_ = int(fitted["n_iter"])
+        self.duality_gap_ = float(fitted["duality_gap"])
+        self.objective_ = float(fitted["objective"])
+        self.objective_history_ = _saved_array(arrays, "objective_history")
+        self.X_fit_, self._Y_fit, self.dual_coef_, self._W_emb, self._W_coord = X_fit, Y_fit, A, W_emb, W_coord
+        self._V = None if masked else V
+        self._coord = None if masked else np.linalg.pinv(V).T
+        self.rank_ = int(A.shape[1])
+        self.classes_ = arrays.get("classes") if kind == "labels" else None
+        if kind == "labels" and self.classes_ is None:
+            raise ValueError("classes is missing")
+        self._alpha_cache = None
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = True
+        return tags
+
+
+def _on_simplex(Y: np.ndarray) -> bool:
+    """Whether every row of Y is non-negative and sums to 1 (within :data:`_SIMPLEX_TOL`)."""
+    return bool(np.all(Y >= 0) and np.all(np.abs(Y.sum(axis=1) - 1.0) <= _SIMPLEX_TOL))
