@@ -456,7 +456,7 @@ class OutputKernelRegressorCV(FunctionalRegressorCV):
         As in :class:`~rffor.OutputKernelRegressor` (None kernel_x: the median heuristic on all training rows).
     scoring : {"embedding", "decoded"}, default "embedding"
     solver : {"auto", "admm", "apgd"}, default "auto"
-        "auto" chooses per solve as the estimator does (:data:`rffor.structured.AUTO_APGD_MAX_CONDITION`).
+        "auto" chooses per solve as the estimator does (:func:`rffor.structured.choose_solver`).
     tol, max_iter, max_extensions, random_state
         As in :class:`FunctionalRegressorCV`.
 
@@ -544,7 +544,7 @@ class OutputKernelRegressorCV(FunctionalRegressorCV):
                 f"scoring='decoded' needs a closed-form decoder: {kernel!r} has none for {kind} outputs; use "
                 "scoring='embedding'"
             )
-        self._y_1d_input = np.ndim(y) == 1 and kind != "labels"
+        self._y_1d_input = np.asarray(y).ndim == 1 and kind != "labels"
         self.output_type_ = kind
         return X, Y, None
 
@@ -600,11 +600,10 @@ class OutputKernelRegressorCV(FunctionalRegressorCV):
         return float(np.mean(E) if loss.is_square else np.median(E))
 
     def _solve(self, problem, warm):
-        from .structured import OutputKernelRegressor
+        from .structured import choose_solver, solve_structured
 
-        solver = OutputKernelRegressor(solver=self.solver)._choose_solver(problem)
-        max_iter = solver_default(solver, "max_iter") if self.max_iter is None else self.max_iter
-        return EXACT_SOLVERS[solver](problem, tol=self.tol, max_iter=max_iter, warm_start=warm)
+        solver = choose_solver(problem, self.solver)
+        return solve_structured(problem, solver, tol=self.tol, max_iter=self.max_iter, warm_start=warm)
 
     def _refit(self, est, X, Y, theta):
         return est.fit(X, Y[:, 0] if self._y_1d_input else Y)

@@ -74,13 +74,14 @@ from .output_kernels import DEFAULT_RANK_TOL, OUTPUT_TYPES, Linear, OutputKernel
 from .solvers import EXACT_SOLVERS
 from .solvers.dual import DualProblem
 
-__all__ = ["OutputKernelRegressor", "decode_closed_form", "kernel_loss", "minimise_scalar", "AUTO_APGD_MAX_CONDITION"]
-
-#: ``solver="auto"`` uses APGD when the condition number ``(q + c s_max)/(q + c s_min)`` of the dual's smooth part
-#: is at most this (APGD then needs a few hundred iterations, about √κ·log(1/tol)), ADMM above (see
-#: ``benchmarks/README.md``, structured outputs: on seed 002's YEAST protocol, K_X is well conditioned and APGD
-#: certified all 2,160 fits in ≤ 490 iterations where ADMM stalled at small Λ).
-AUTO_APGD_MAX_CONDITION = 1e6
+__all__ = [
+    "OutputKernelRegressor",
+    "choose_solver",
+    "solve_structured",
+    "decode_closed_form",
+    "kernel_loss",
+    "minimise_scalar",
+]
 
 #: tolerance on the row sums of histogram outputs (``output_type="histogram"``)
 _SIMPLEX_TOL = 1e-6
@@ -142,6 +143,48 @@ def kernel_loss(kernel: OutputKernel, P: np.ndarray, Y: np.ndarray) -> np.ndarra
         return np.nansum(D * D, axis=1)
     k_py = np.concatenate([np.diag(kernel.gram(P[i : i + 512], Y[i : i + 512])) for i in range(0, len(P), 512)])
     return kernel.diag(P) + kernel.diag(Y) - 2.0 * k_py
+
+
+def choose_solver(problem: DualProblem, solver: str = "auto") -> str:
+    """``solver`` itself; "auto" is ADMM (:func:`solve_structured`: with its fixed penalty it certified every fit of
+    seed 002's YEAST protocol in at most a few hundred iterations, and needs 10–40 where APGD needs hundreds to
+    thousands when K_X is ill-conditioned, e.g. 1-D inputs; ``benchmarks/structured.py``)."""
+    return "admm" if solver == "auto" else solver
+
+
+def solve_structured(problem: DualProblem, solver: str, *, tol: float, max_iter=None, warm_start=True, callback=None):
+    """Solve a structured dual (:meth:`DualProblem.structured`) with an exact solver and this problem's settings.
+
+    ADMM runs with a fixed penalty ``ρ = max(1, min H)`` (``balance=inf``: no residual balancing). With K_X well
+    conditioned and Λ small, every eigen-mode of the smooth part has curvature ``H ≥ 1 + c s_min ≫ 1``; ADMM's
+    default start ρ = 1 with residual balancing then took thousands of iterations or stalled (seed 002's YEAST
+    protocol: 88 of 600 ε-Ridge fits above a gap of 1e-6 after 5,000 iterations at Λ ≤ 3e-7), while ρ = min H fixed
+    took 17 (ε-Ridge), 56 (ε-SVR, ε = 0.1) and 310 (ε-SVR, ε = 1) at Λ = 1e-8; with min H = 1 (1-D inputs) the
+    balancing never triggered and the counts were the same (``benchmarks/structured.py`` reports the counts).
+
+    Parameters
+    ----------
+    problem : DualProblem
+    solver : {"admm", "apgd"}
+    tol : float
+    max_iter : int or None
+        None: the solver's default (:data:`rffor.solvers.EXACT_SOLVERS`).
+    warm_start : bool or ndarray
+    callback : callable or None
+
+    Returns
+    -------
+    SolverResult
+    """
+    from .solvers import solver_default
+
+    max_iter = solver_default(solver, "max_iter") if max_iter is None else max_iter
+    kwargs = {}
+    if solver == "admm":
+        kwargs = {"rho": max(1.0, float(problem.hessian_diag.min())), "balance": math.inf}
+    return EXACT_SOLVERS[solver](
+        problem, tol=tol, max_iter=max_iter, warm_start=warm_start, callback=callback, **kwargs
+    )
 
 
 def minimise_scalar(objective, lo: float, hi: float, n_rows: int, *, grid: int = _SCALAR_GRID, iters: int = 60):
@@ -207,8 +250,7 @@ class OutputKernelRegressor(FunctionalRegressor):
         :class:`~rffor.output_kernels.Delta`). "auto": labels for Delta; for a 2-D ``y``, label sets if every entry
         is 0 or 1, histograms if the rows are on the simplex; vectors otherwise.
     solver : {"auto", "admm", "apgd"}, default "auto"
-        Exact dual solver (certified duality gap). "auto": APGD when the dual's condition number is at most
-        :data:`AUTO_APGD_MAX_CONDITION`, else ADMM.
+        Exact dual solver (certified duality gap); "auto" is ADMM (:func:`solve_structured`).
     tol : float, default 1e-6
         Stop at this relative duality gap; a fit that does not reach it warns (``ConvergenceWarning``, with the gap).
     max_iter : int or None, default None
@@ -377,13 +419,22 @@ class OutputKernelRegressor(FunctionalRegressor):
             )
         return kind
 
-    def _choose_solver(self, problem: DualProblem) -> str:
-        if self.solver != "auto":
-            return self.solver
-        H = problem.hessian_diag
-        lo = float(H.min())
-        cond = math.inf if lo <= 0 else float(H.max()) / lo
-        return "apgd" if cond <= AUTO_APGD_MAX_CONDITION else "admm"
+    def _run_exact_solver(self, problem: DualProblem):
+        """:func:`solve_structured` with the estimator's solver, tolerance and cap; sets ``solver_``,
+        ``dual_coef_``, ``n_iter_`` and ``objective_history_``."""
+        callback = None
+        if self.verbose:
+
+            def callback(it, A, gap):
+                if it % max(1, int(self.verbose) * 10) == 0:
+                    print(f"[rffor {self.solver_}] iteration {it}: relative gap {gap:.3e}", flush=True)
+
+        self.solver_ = choose_solver(problem, self.solver)
+        result = solve_structured(problem, self.solver_, tol=self.tol, max_iter=self.max_iter, callback=callback)
+        self.dual_coef_ = result.coef
+        self.n_iter_ = max(1, int(result.n_iter))
+        self.objective_history_ = np.asarray(result.history["primal"])
+        return result
 
     # ---------------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -406,7 +457,7 @@ class OutputKernelRegressor(FunctionalRegressor):
         loss = self._loss()
         kernel_y = self._output_kernel()
         Y, kind = self._check_outputs(y, X.shape[0], kernel_y)
-        self._y_1d = np.ndim(y) == 1 and kind != "labels"
+        self._y_1d = np.asarray(y).ndim == 1 and kind != "labels"
         self.n_features_in_ = X.shape[1]
         self.output_type_ = kind
         self.loss_ = loss
@@ -421,7 +472,6 @@ class OutputKernelRegressor(FunctionalRegressor):
             factor = kernel_y.factor(Y, self.rank_tol)
             V, to_embedding, loss_dual = factor.V, factor.to_embedding, loss
         problem = DualProblem.structured(self.kernel_x_.gram(X), V, self.lam, loss_dual)
-        self.solver_ = self._choose_solver(problem)
         result = self._run_exact_solver(problem)
         self.objective_, self.duality_gap_ = float(self.objective_history_[-1]), float(result.gap)
         self.rank_ = int(V.shape[1])
@@ -429,11 +479,12 @@ class OutputKernelRegressor(FunctionalRegressor):
         # h(x) in V coordinates is c k_xᵀ A; in the embedding's coordinates c k_xᵀ A T with Ψ = V T
         self.X_fit_ = X
         self._Y_fit = Y
-        self._W_emb = problem.c * (A if to_embedding is None else A @ to_embedding)
-        self._W_coord = problem.c * A
+        # C order, as arrays read back from a model file are: products then round the same way after load()
+        self._W_emb = np.ascontiguousarray(problem.c * (A if to_embedding is None else A @ to_embedding))
+        self._W_coord = np.ascontiguousarray(problem.c * A)
         # α_range(x) = V⁺ᵀ h_V(x), V⁺ᵀ = V (VᵀV)⁻¹ (V has orthogonal columns, but any factor works: pinv)
-        self._V = None if self.masked_ else V
-        self._coord = None if self.masked_ else np.linalg.pinv(V).T
+        self._V = None if self.masked_ else np.ascontiguousarray(V)
+        self._coord = None if self.masked_ else np.ascontiguousarray(np.linalg.pinv(self._V).T)
         self.classes_ = np.unique(Y) if kind == "labels" else None
         self._alpha_cache = None
         return self
@@ -681,7 +732,7 @@ class OutputKernelRegressor(FunctionalRegressor):
         self.objective_history_ = _saved_array(arrays, "objective_history")
         self.X_fit_, self._Y_fit, self.dual_coef_, self._W_emb, self._W_coord = X_fit, Y_fit, A, W_emb, W_coord
         self._V = None if masked else V
-        self._coord = None if masked else np.linalg.pinv(V).T
+        self._coord = None if masked else np.ascontiguousarray(np.linalg.pinv(V).T)
         self.rank_ = int(A.shape[1])
         self.classes_ = arrays.get("classes") if kind == "labels" else None
         if kind == "labels" and self.classes_ is None:
