@@ -440,8 +440,9 @@ class OutputKernelRegressorCV(FunctionalRegressorCV):
     - ``scoring="decoded"``: the mean over the fold's samples of the kernel loss of the decoded prediction,
       ``Δ(ŷ, y) = ‖ψ(ŷ) − ψ(y)‖²`` (:func:`rffor.structured.kernel_loss`: label sets with ``Linear()``, the number
       of wrong labels, i.e. m × the Hamming loss), with the closed-form decoder of ``predict`` (label sets,
-      histograms, vectors with an explicit embedding; class labels for Delta). A decoded loss is bounded per sample,
-      so the mean is used for every loss.
+      histograms, vectors with an explicit embedding; class labels for Delta; scalars, with any kernel, by the 1-D
+      minimisation). A decoded loss is bounded per sample for the bounded output sets, so the mean is used for
+      every loss.
 
     Parameters
     ----------
@@ -539,7 +540,8 @@ class OutputKernelRegressorCV(FunctionalRegressorCV):
         est = self._estimator(None, 1.0)
         kernel = est._output_kernel()
         Y, kind = est._check_outputs(y, X.shape[0], kernel)
-        if self.scoring == "decoded" and kind != "labels" and kernel.decoder(kind) is None:
+        scalar = kind == "vector" and Y.shape[1] == 1
+        if self.scoring == "decoded" and kind != "labels" and not scalar and kernel.decoder(kind) is None:
             raise ValueError(
                 f"scoring='decoded' needs a closed-form decoder: {kernel!r} has none for {kind} outputs; use "
                 "scoring='embedding'"
@@ -563,7 +565,7 @@ class OutputKernelRegressorCV(FunctionalRegressorCV):
             fold.update(mask=~np.isnan(Psi), V=np.nan_to_num(Psi), T=np.eye(Psi.shape[1]))
         else:
             f = ky.factor(Y_tr, self.rank_tol)
-            fold.update(mask=None, V=f.V, T=f.to_embedding)
+            fold.update(mask=None, V=f.V, T=f.to_embedding, Y_tr=Y_tr, coordT=np.linalg.pinv(f.V).T)
         if ky.has_embedding:
             fold["Psi_va"] = ky.embedding(Y_va)
         else:
@@ -582,15 +584,17 @@ class OutputKernelRegressorCV(FunctionalRegressorCV):
         return DualProblem.structured(fold["K_tr"], fold["V"], lam, dual_loss, eig_x=fold["eig_x"])
 
     def _fold_score(self, fold: dict, problem: DualProblem, coef: np.ndarray, loss: Loss) -> float:
-        from .structured import decode_closed_form, kernel_loss
+        from .structured import decode_closed_form, decode_scalar, kernel_loss
 
         H_V = fold["K_va"] @ (coef * problem.c)  # h(x) in the coordinates of V (or of the masked embedding)
         ky = fold["ky"]
         if self.scoring == "decoded":
             if self.output_type_ == "labels":
                 P = fold["classes"][np.argmax(H_V @ fold["class_coords"], axis=1)]
-            else:
+            elif fold["T"] is not None and ky.decoder(self.output_type_) is not None:
                 P = decode_closed_form(ky, self.output_type_, H_V @ fold["T"])
+            else:  # scalar outputs: the 1-D minimisation with the weights α_range(x) = V⁺ᵀ h_V(x)
+                P = decode_scalar(ky, fold["Y_tr"], H_V @ fold["coordT"].T)[:, None]
             return float(np.mean(kernel_loss(ky, P, fold["Y_va"])))
         if ky.has_embedding:
             D = H_V @ fold["T"] - fold["Psi_va"]

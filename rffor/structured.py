@@ -81,6 +81,7 @@ __all__ = [
     "decode_closed_form",
     "kernel_loss",
     "minimise_scalar",
+    "decode_scalar",
 ]
 
 #: tolerance on the row sums of histogram outputs (``output_type="histogram"``)
@@ -185,6 +186,36 @@ def solve_structured(problem: DualProblem, solver: str, *, tol: float, max_iter=
     return EXACT_SOLVERS[solver](
         problem, tol=tol, max_iter=max_iter, warm_start=warm_start, callback=callback, **kwargs
     )
+
+
+def decode_scalar(kernel: OutputKernel, Y_fit: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Scalar outputs, any kernel: ``argmin_z k(z, z) − 2 Σ_j w_j k(z, y_j)`` per row of the weights, over the range
+    of the training outputs (:func:`minimise_scalar`; MATH.md §8, "a scalar output, a 1-D minimisation").
+
+    Parameters
+    ----------
+    kernel : OutputKernel
+    Y_fit : ndarray of shape (n, 1)
+        The training outputs.
+    weights : ndarray of shape (n_new, n)
+        α(x) for each new input (any weights whose component in the range of K_Y is α's).
+
+    Returns
+    -------
+    z : ndarray of shape (n_new,)
+    """
+    y = Y_fit[:, 0]
+    lo, hi = float(np.min(y)), float(np.max(y))
+
+    def objective(Zc):
+        if Zc.shape[1] > 1:  # the first stage: one grid shared by every row, one Gram matrix
+            grid = Zc[0][:, None]
+            return kernel.diag(grid)[None, :] - 2.0 * (weights @ kernel.gram(Y_fit, grid))
+        z = Zc[:, :1]  # one point per row
+        inner = np.einsum("ij,ji->i", weights, kernel.gram(Y_fit, z))
+        return (kernel.diag(z) - 2.0 * inner)[:, None]
+
+    return minimise_scalar(objective, lo, hi, weights.shape[0])
 
 
 def minimise_scalar(objective, lo: float, hi: float, n_rows: int, *, grid: int = _SCALAR_GRID, iters: int = 60):
@@ -617,23 +648,9 @@ class OutputKernelRegressor(FunctionalRegressor):
         return out[:, 0] if self._y_1d else out
 
     def _minimise_scalar(self, X) -> np.ndarray:
-        """Scalar outputs, any kernel: ``argmin_z k(z, z) − 2 Σ_j α_j(x) k(z, y_j)`` over the range of the training
-        outputs (:func:`minimise_scalar`)."""
-        Kn = self._kernel_new(X)
-        weights = (Kn @ self._W_coord) @ self._coord.T  # α_range(x): scalar outputs are never masked
-        kernel = self.kernel_y_
-        y = self._Y_fit[:, 0]
-        lo, hi = float(np.nanmin(y)), float(np.nanmax(y))
-
-        def objective(Zc):
-            if Zc.shape[1] > 1:  # the first stage: one grid shared by every row, one Gram matrix
-                grid = Zc[0][:, None]
-                return kernel.diag(grid)[None, :] - 2.0 * (weights @ kernel.gram(self._Y_fit, grid))
-            z = Zc[:, :1]  # one point per row
-            inner = np.einsum("ij,ji->i", weights, kernel.gram(self._Y_fit, z))
-            return (kernel.diag(z) - 2.0 * inner)[:, None]
-
-        return minimise_scalar(objective, lo, hi, Kn.shape[0])
+        """Scalar outputs, any kernel (:func:`decode_scalar` with the weights α on the training outputs)."""
+        weights = (self._kernel_new(X) @ self._W_coord) @ self._coord.T  # α_range(x): scalars are never masked
+        return decode_scalar(self.kernel_y_, self._Y_fit, weights)
 
     def score(self, X, y, sample_weight=None):
         """Vectors: R² of :meth:`predict` (uniform average over outputs, scikit-learn's regressor score). Other

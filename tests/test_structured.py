@@ -458,3 +458,20 @@ def test_check_estimator_passes(params):
     failed = {r["check_name"]: str(r["exception"])[:200] for r in results if r["status"] == "failed"}
     assert not failed, failed
     assert sum(r["status"] == "passed" for r in results) >= 50
+
+
+def test_cv_decoded_scoring_of_scalars_equals_separate_fits(rng):
+    """Scalar outputs with a Gaussian output kernel: the fold score is the mean kernel loss 2 − 2k(ŷ, y) of the
+    decoded (1-D minimisation) predictions of a separate fit."""
+    from sklearn.model_selection import KFold
+
+    x = rng.uniform(-1, 1, (60, 1))
+    y = np.sin(3 * x[:, 0]) + 0.1 * rng.standard_normal(60)
+    ky = Gaussian(2.0)
+    cv = OutputKernelRegressorCV(lams=[1e-2, 1e-3], cv=3, kernel_x=GaussianX(5.0), kernel_y=ky, scoring="decoded",
+                                 max_extensions=0).fit(x, y)  # fmt: skip
+    tr, va = next(iter(KFold(3, shuffle=True, random_state=0).split(x)))
+    est = OutputKernelRegressor(lam=cv.cv_results_["lam"][1], kernel_x=GaussianX(5.0), kernel_y=ky).fit(x[tr], y[tr])
+    ref = np.mean(2 - 2 * np.exp(-2.0 * (est.predict(x[va]) - y[va]) ** 2))
+    assert cv.cv_results_["fold_scores"][1][0] == pytest.approx(ref, rel=1e-6)
+    assert cv.predict(x).shape == (60,)
