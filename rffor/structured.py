@@ -53,6 +53,15 @@ observed labels: seed 002's norm restricted to them, not rescaled by the observe
 constraint ``a_ij = 0`` for the missing j, a projection inside the prox (:class:`_MaskedLoss`). The weights α(x)
 are then undefined (the training outputs are not known in full) and :meth:`OutputKernelRegressor.alpha` refuses;
 predictions and decoding use h. Any other kernel refuses NaN in ``y``: its ψ(y) is not defined without every label.
+
+**The random-feature path (not here yet).** Everything after the exact solve works from the predicted embedding
+(:meth:`OutputKernelRegressor.predict_embedding`: the decoders, :meth:`~OutputKernelRegressor.decode` for kernels
+with an embedding), so a random-feature fit only has to produce it: give the embedding Ψ (n, D) of the training
+outputs (``kernel_y.embedding``; random features of the output kernel when ``kernel_y.has_spectral_law``; Nyström
+features on landmark outputs otherwise) to :meth:`FunctionalRegressor._fit_rff` as D "curve" values on a grid of D
+points with an identity output factor, NaN masked by the losses, with ``λ = Λ/D`` and κ, ε divided by √D (MATH.md
+§8's units: its norms are μ_D norms), and read ``predict_embedding`` from its predictions on that grid. The weights
+α(x) are an exact-solver notion (weights on the training outputs) and stay there.
 """
 
 from __future__ import annotations
