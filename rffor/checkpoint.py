@@ -1,10 +1,12 @@
-"""Checkpoints of a random-feature fit: the DSGD state after a completed round, written atomically.
+"""Checkpoints of a random-feature fit: the state of a route after a completed round or pass, written atomically.
 
-A checkpoint is an uncompressed ``.npz`` readable without pickle: arrays ``B`` (the iterate, in the fit's dtype),
-``B_avg`` (its Polyak–Ruppert average, float64), ``t`` (global step counter), ``round`` (the last completed round,
-0-based) and ``meta``, a JSON string ``{"format": 1, "info": {...}, "history": [...]}``. ``info`` holds the
-``random_state``, the number of partitions and the :func:`fingerprint` of the fit (data shape and grid, every
-setting), which :func:`load_for_resume` compares with the fit that wants to resume, naming every difference.
+A checkpoint is an uncompressed ``.npz`` readable without pickle: the route's state as named plain arrays (stored
+as ``state_<name>``: for DSGD rounds the iterate ``B``, its average ``B_avg`` and the step counter ``t``; for MM
+passes the point ``B`` and the momentum's previous iterate ``B_prev``), ``round`` (the last completed round or
+pass, 0-based) and ``meta``, a JSON string ``{"format": 2, "info": {...}, "history": [...]}``. ``info`` holds the
+``random_state``, the number of partitions and the :func:`fingerprint` of the fit (data shape and grid, the
+settings' fingerprint, the model), which :func:`load_for_resume` compares with the fit that wants to resume, naming
+every difference. This module knows no solver type: each route turns its state into arrays and back.
 
 Writing goes to a temporary file in the same directory, fsync'ed, then :func:`os.replace`: a crash at any moment
 leaves either the previous checkpoint or the new one. Nothing here imports Dask: serial and Dask fits share it.
@@ -22,21 +24,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .solvers.dsgd import SGDState
-
 __all__ = ["CHECKPOINT_FORMAT", "Checkpoint", "save", "load", "fingerprint", "load_for_resume", "verify"]
 
 #: version of the checkpoint file layout written by :func:`save`
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2
 
 
 @dataclass
 class Checkpoint:
-    """The state after a completed round (what :func:`load_checkpoint` returns).
+    """The state after a completed round or pass (what :func:`load` returns).
 
     Attributes
     ----------
-    state : SGDState
+    state : dict of str to ndarray
+        The route's state, by name.
     round : int
         Last completed round (0-based); a resumed fit starts at ``round + 1``.
     history : list of dict
@@ -46,22 +47,23 @@ class Checkpoint:
         settings and data (compared on resume).
     """
 
-    state: SGDState
+    state: dict[str, np.ndarray]
     round: int
     history: list[dict]
     info: dict
 
 
-def save(path, state: SGDState, round: int, history: Sequence[dict], info: dict) -> str:
+def save(path, state: dict[str, np.ndarray], round: int, history: Sequence[dict], info: dict) -> str:
     """Write a checkpoint atomically: a temporary file in the same directory, fsync, then ``os.replace``.
 
-    The file is an uncompressed ``.npz`` (NumPy arrays ``B``, ``B_avg``, ``t``, ``round`` and a JSON string
+    The file is an uncompressed ``.npz`` (the state's arrays as ``state_<name>``, ``round`` and a JSON string
     ``meta``), readable without pickle. A crash at any moment leaves either the previous checkpoint or the new one.
 
     Parameters
     ----------
     path : str or os.PathLike
-    state : SGDState
+    state : dict of str to array-like
+        The route's state (plain numeric arrays or numbers).
     round : int
         The round just completed.
     history : sequence of dict
@@ -79,13 +81,9 @@ def save(path, state: SGDState, round: int, history: Sequence[dict], info: dict)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
+            arrays = {f"state_{k}": np.asarray(v, order="C") for k, v in state.items()}
             np.savez(
-                f,
-                B=np.ascontiguousarray(state.B),
-                B_avg=np.ascontiguousarray(state.B_avg),
-                t=np.array(int(state.t), dtype=np.int64),
-                round=np.array(int(round), dtype=np.int64),
-                meta=np.array(json.dumps(meta, allow_nan=True)),
+                f, **arrays, round=np.array(int(round), dtype=np.int64), meta=np.array(json.dumps(meta, allow_nan=True))
             )
             f.flush()
             os.fsync(f.fileno())
@@ -104,7 +102,7 @@ def save(path, state: SGDState, round: int, history: Sequence[dict], info: dict)
 
 
 def load(path) -> Checkpoint:
-    """Read a checkpoint written by :func:`save_checkpoint` (no pickle).
+    """Read a checkpoint written by :func:`save` (no pickle).
 
     Parameters
     ----------
@@ -125,28 +123,29 @@ def load(path) -> Checkpoint:
     try:
         with np.load(path, allow_pickle=False) as z:
             files = set(getattr(z, "files", ()))
-            if {"B", "B_avg", "t", "round", "meta"} <= files:
+            if {"round", "meta"} <= files:
                 meta = json.loads(str(z["meta"][()]))
-                B, B_avg = z["B"], z["B_avg"]
-                t, r = int(z["t"][()]), int(z["round"][()])
+                r = int(z["round"][()])
+                state = {k[6:]: z[k] for k in files if k.startswith("state_")}
     except FileNotFoundError:
         raise
     except (OSError, EOFError, KeyError, ValueError) as exc:  # not an npz, truncated, pickled objects
         raise ValueError(f"{path!r} is not a readable rffor checkpoint: {exc}") from exc
-    missing = {"B", "B_avg", "t", "round", "meta"} - files
+    missing = {"round", "meta"} - files
     if missing:
         raise ValueError(f"{path!r} is not an rffor checkpoint: arrays {sorted(missing)} missing")
     if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
         found = meta.get("format") if isinstance(meta, dict) else None
         raise ValueError(f"{path!r} has checkpoint format {found!r}; this rffor reads format {CHECKPOINT_FORMAT}")
-    return Checkpoint(SGDState(B=B, B_avg=B_avg, t=t), r, list(meta.get("history", [])), dict(meta.get("info", {})))
+    return Checkpoint(state, r, list(meta.get("history", [])), dict(meta.get("info", {})))
 
 
 def fingerprint(data, settings: dict, n_partitions: int, random_state: int) -> dict:
     """What a checkpoint must agree with to be resumed: the data's shape and grid, every setting of the fit.
 
-    ``settings`` maps setting names to values; values that are not JSON scalars (losses, kernels) are recorded
-    by their ``repr``.
+    ``settings`` maps setting names to values (the settings' own fingerprint,
+    :meth:`rffor.settings.RFSettings.fingerprint`, and the model: loss, kernels); values that are not JSON scalars
+    (losses, kernels, grids) are recorded by their ``repr``.
     """
     theta = np.ascontiguousarray(np.asarray(data.theta, dtype=np.float64))
     recorded = {}

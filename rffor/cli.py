@@ -115,19 +115,25 @@ def parse_outliers(text: str) -> dict | None:
     return spec
 
 
+def _argparse_type(parse, flag: str):
+    """An argparse type from a settings option's parser: its ValueError / TypeError message becomes the usage error."""
+
+    def wrapped(text: str):
+        try:
+            return parse(text)
+        except (TypeError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    wrapped.__name__ = flag.lstrip("-")
+    return wrapped
+
+
 def _features_theta(text: str):
     if text.strip().lower() == "exact":
         return "exact"
     value = _int_at_least(2)(text)
     if value % 2:
         raise argparse.ArgumentTypeError(f"the number of random output features must be even, got {value}")
-    return value
-
-
-def _even_features(text: str) -> int:
-    value = _int_at_least(2)(text)
-    if value % 2:
-        raise argparse.ArgumentTypeError(f"the number of random features must be even, got {value}")
     return value
 
 
@@ -336,6 +342,13 @@ def cmd_make_data(args) -> int:
 # -------------------------------------------------------------------------------------------------------------
 
 
+def _rf_options_given(args) -> dict:
+    """The random-feature options given on the command line (:func:`rffor.settings.cli_options`), by name."""
+    from .settings import cli_options
+
+    return {o["name"]: getattr(args, o["name"]) for o in cli_options() if getattr(args, o["name"]) is not None}
+
+
 def _estimator_from_args(args, loss, solver: str):
     from .estimator import FunctionalRegressor
     from .quantile import QuantileFunctionRegressor
@@ -356,60 +369,37 @@ def _estimator_from_args(args, loss, solver: str):
         params["tol"] = args.tol
     if args.max_iter is not None:
         params["max_iter"] = args.max_iter
-    if args.loss_params is not None:
-        params["loss_params"] = args.loss_params
-    if args.kernel_theta_params is not None:
-        params["kernel_theta_params"] = args.kernel_theta_params
     if solver == "rff":
-        params["n_features_x"] = args.features_x
-        if args.input_features is not None:
-            params["input_features"] = args.input_features
-        if args.features_theta != "exact":
+        options = _rf_options_given(args)
+        if quantile and "init_reweight" in options:
+            raise UsageError("--reweight is for the Huber losses, not --loss pinball")
+        params.update(options)
+        if args.features_theta not in (None, "exact"):
             params["output_features"] = "rff"
             params["n_features_theta"] = args.features_theta
-        if args.method is not None:
-            params["rff_method"] = args.method
-        if args.epochs is not None:
-            params["n_epochs"] = args.epochs
-        if args.batch_size is not None:
-            params["batch_size"] = args.batch_size
-        if args.precondition is not None:
-            params["precondition_rank"] = args.precondition
-        if args.reweight is not None:
-            if quantile:
-                raise UsageError("--reweight is for the Huber losses, not --loss pinball")
-            params["init_reweight"] = args.reweight
         if args.scheduler:
             params["scheduler_address"] = args.scheduler
         if args.checkpoint:
             params["checkpoint"] = args.checkpoint
             params["resume"] = args.resume
-        params["dtype"] = args.dtype
     return (QuantileFunctionRegressor if quantile else FunctionalRegressor)(loss, **params)
 
 
-def _resolve_cli_solver(args, n: int) -> str:
-    from .estimator import AUTO_EXACT_MAX_N
+def _resolve_cli_solver(args, n: int, loss) -> str:
+    from .settings import AUTO_EXACT_MAX_N, RFSettings, cli_options
 
+    flags = {o["name"]: o["flag"] for o in cli_options()}
+    given_rf = _rf_options_given(args)
     rff_only = {
         "--scheduler": args.scheduler,
         "--checkpoint": args.checkpoint,
         "--resume": args.resume,
-        "--method": args.method,
-        "--epochs": args.epochs,
-        "--batch-size": args.batch_size,
-        "--precondition": args.precondition is not None,
-        "--reweight": args.reweight is not None,
-        "--features-x": args.features_x_given,
-        "--features-theta": args.features_theta_given,
-        "--dtype": args.dtype_given,
-        "--input-features": args.input_features,
+        "--features-theta": args.features_theta is not None,
         "--lam auto": args.lam == "auto",
-        "--loss-params": args.loss_params,
-        "--kernel-theta-params": args.kernel_theta_params,
+        **{flags[name]: True for name in given_rf},
     }
     if args.loss == "pinball":
-        auto = [opt for opt in ("--lam auto", "--loss-params", "--kernel-theta-params") if rff_only[opt]]
+        auto = [opt for opt in ("--lam auto", "--loss-params", "--kernel-theta-params") if rff_only.get(opt)]
         if auto:
             raise UsageError(
                 f"{', '.join(auto)}: the held-out selection is for curves, not --loss pinball; give --lam (in Python, "
@@ -423,16 +413,26 @@ def _resolve_cli_solver(args, n: int) -> str:
         raise UsageError(f"{', '.join(given)} only apply to --solver rff (got --solver {args.solver})")
     if args.resume and not args.checkpoint:
         raise UsageError("--resume needs --checkpoint PATH")
-    for opt, value in (("--loss-params", args.loss_params), ("--kernel-theta-params", args.kernel_theta_params)):
-        if value and args.lam != "auto":
-            raise UsageError(f"{opt} auto needs --lam auto (both are chosen on the same held-out curves)")
+    for name in ("loss_params", "kernel_theta_params"):
+        if name in given_rf and args.lam != "auto":
+            raise UsageError(
+                f"{flags[name]} {given_rf[name]} needs --lam auto (both are chosen on the same held-out curves)"
+            )
+    if solver == "rff":  # the settings' own checks, before any work: the same messages as the library's
+        try:
+            lam = {} if args.lam is None else {"lam": args.lam}
+            settings = RFSettings(**given_rf, **lam)
+            settings.check_model(loss, args.kernel_theta)
+            settings.resolved(loss)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(str(exc)) from None
     return solver
 
 
 def cmd_fit(args) -> int:
     loss = _loss_from_args(args)
     ds = _open_dataset(args.data)
-    solver = _resolve_cli_solver(args, ds.n)
+    solver = _resolve_cli_solver(args, ds.n, loss)
     est = _estimator_from_args(args, loss, solver)
     quantile = loss.needs_levels
     if quantile and ds.m != 1:
@@ -465,7 +465,7 @@ def cmd_fit(args) -> int:
     details = [f"{est.n_iter_} {unit}"]
     if args.lam == "auto":
         chosen = f"λ = {est.lam_:.3g}, {describe_loss(est.loss_)}"
-        if args.kernel_theta_params:
+        if getattr(args, "kernel_theta_params", None):
             chosen += f", k_Θ = {est.kernel_theta_!r}"
         details.append(f"{chosen} chosen on held-out curves")
     if getattr(est, "duality_gap_", None) is not None and solver != "rff":
@@ -700,8 +700,10 @@ def _demo_settings(args) -> dict:
         cfg["n"] = args.n
     if args.exact and args.scheduler:
         raise UsageError("--exact trains in this process; --scheduler is for the random-feature solver")
-    if args.exact and cfg["n"] > 5000:
-        raise UsageError(f"--exact holds an n x n Gram matrix: use --n <= 5000 (got {cfg['n']})")
+    from .settings import AUTO_EXACT_MAX_N
+
+    if args.exact and cfg["n"] > AUTO_EXACT_MAX_N:
+        raise UsageError(f"--exact holds an n x n Gram matrix: use --n <= {AUTO_EXACT_MAX_N} (got {cfg['n']})")
     cfg.update(lam=1e-7, kappa=args.kappa, n_features_x=200 if quick else 1000)
     return cfg
 
@@ -927,8 +929,8 @@ def _common(debug_default) -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
-    from .estimator import AUTO_EXACT_MAX_N
     from .losses import LOSS_ALIASES
+    from .settings import AUTO_EXACT_MAX_N, cli_options
     from .solvers import EXACT_SOLVERS, solver_default
 
     DEFAULTS = _defaults()
@@ -1054,19 +1056,6 @@ def build_parser() -> argparse.ArgumentParser:
         "chosen on 1 curve in 10 held out (--solver rff, not pinball; rffor.solvers.selection)",
     )
     p.add_argument(
-        "--loss-params",
-        choices=["auto"],
-        default=None,
-        help="with --lam auto: also choose the loss's κ or ε on the held-out curves, starting from --kappa/--epsilon",
-    )
-    p.add_argument(
-        "--kernel-theta-params",
-        choices=["auto"],
-        default=None,
-        help="with --lam auto: also choose the γ of the output kernel on the held-out curves, starting from "
-        "--kernel-theta's",
-    )
-    p.add_argument(
         "--levels",
         type=_int_at_least(1),
         default=None,
@@ -1103,66 +1092,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="output kernel, e.g. gaussian:100 (default gaussian:100/span², pinball gaussian:10)",
     )
     p.add_argument(
-        "--method",
-        choices=["auto", "closed_form", "mm", "sgd"],
-        default=None,
-        help="rff: closed_form (square loss, one pass), mm (full-batch majorize-minimize passes) or sgd (rounds of "
-        f"local SGD); auto (default {DEFAULTS['rff_method']!r}): closed_form for the square loss, mm otherwise",
-    )
-    p.add_argument(
-        "--input-features",
-        choices=["auto", "rff", "orf", "nystrom"],
-        default=None,
-        help=f"rff: random Fourier, orthogonal random or Nyström features of k_X (default "
-        f"{DEFAULTS['input_features']!r}; --features-x is then the number of centres)",
-    )
-    p.add_argument(
-        "--features-x",
-        type=_even_features,
-        default=None,
-        metavar="D",
-        help=f"rff: random features of k_X (default {DEFAULTS['n_features_x']})",
-    )
-    p.add_argument(
         "--features-theta",
         type=_features_theta,
         default=None,
         metavar="D|exact",
         help="rff: 'exact' output factor (default) or D random output features",
-    )
-    p.add_argument(
-        "--epochs",
-        type=_float_in(0, low_open=True),
-        default=None,
-        help=f"rff: passes over the data (default {DEFAULTS['n_epochs']})",
-    )
-    p.add_argument(
-        "--batch-size",
-        type=_int_at_least(1),
-        default=None,
-        help=f"rff: curves per step (default {DEFAULTS['batch_size']})",
-    )
-    p.add_argument(
-        "--precondition",
-        type=_int_at_least(0),
-        default=None,
-        metavar="RANK",
-        help="rff: precondition DSGD by (C_X + λI)^-1 on RANK eigenvectors "
-        f"(default {DEFAULTS['precondition_rank']}; 0: plain steps)",
-    )
-    p.add_argument(
-        "--reweight",
-        type=_int_at_least(0),
-        default=None,
-        metavar="N",
-        help="rff, Huber losses: refine the closed-form warm start by at most N reweighted closed forms "
-        f"(default {DEFAULTS['init_reweight']}; 0: the square-loss closed form)",
-    )
-    p.add_argument(
-        "--dtype",
-        choices=["float32", "float64"],
-        default=None,
-        help="rff: float type of the features and B (default float32; float64 with Nyström features)",
     )
     p.add_argument(
         "--tol", type=_float_in(0), default=None, help="exact solvers: relative duality gap to reach (default 1e-6)"
@@ -1175,6 +1109,11 @@ def build_parser() -> argparse.ArgumentParser:
         + ", ".join(f"{solver_default(name, 'max_iter')} for {name}" for name in EXACT_SOLVERS)
         + ")",
     )
+    for opt in cli_options():  # the random-feature options: flags, types, choices and help from the settings
+        p.add_argument(
+            opt["flag"], dest=opt["name"], type=_argparse_type(opt["type"], opt["flag"]), choices=opt["choices"],
+            default=None, metavar=opt["metavar"], help="rff: " + opt["help"],
+        )  # fmt: skip
     p.add_argument("--scheduler", default=None, metavar="ADDRESS", help="rff: Dask scheduler, e.g. tcp://host:8786")
     p.add_argument("--checkpoint", default=None, metavar="PATH", help="rff: checkpoint file written every round")
     p.add_argument("--resume", action="store_true", help="rff: continue from --checkpoint")
@@ -1244,18 +1183,6 @@ def _quantile_defaults() -> dict:
     return QuantileFunctionRegressor().get_params(deep=False)
 
 
-def _post_process(args) -> None:
-    """Defaults that depend on whether an option was given."""
-    if args.command == "fit":
-        args.features_x_given = args.features_x is not None
-        args.features_theta_given = args.features_theta is not None
-        args.dtype_given = args.dtype is not None
-        defaults = _defaults()
-        args.features_x = defaults["n_features_x"] if args.features_x is None else args.features_x
-        args.features_theta = "exact" if args.features_theta is None else args.features_theta
-        args.dtype = defaults["dtype"] if args.dtype is None else args.dtype
-
-
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     if isinstance(exc, FileNotFoundError) and exc.filename and not text.startswith("no "):
@@ -1270,7 +1197,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)
     command = args.command
     try:
-        _post_process(args)
         return int(args.func(args) or EXIT_OK)
     except UsageError as exc:
         if args.debug:

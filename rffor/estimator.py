@@ -13,18 +13,25 @@ from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_theta, check_X, check_Y, fill_missing
+from ._validation import check_theta, check_X, check_Y
 from .io import json_value
-from .kernels import MEDIAN_HEURISTIC_ROWS, Gaussian, Kernel, median_heuristic
+from .kernels import MEDIAN_HEURISTIC_ROWS, Kernel, median_heuristic
 from .losses import Loss, Square
+from .outputs import CurveGrid
+from .settings import AUTO_EXACT_MAX_N, DEFAULTS, RFSettings, parameter_docs, sklearn_constraints
 from .solvers import EXACT_SOLVERS, solver_default
 from .solvers.dual import DualProblem, full_certificate
-from .solvers.rff import RFF_DEFAULTS
 
-__all__ = ["FunctionalRegressor", "load"]
+__all__ = ["FunctionalRegressor", "load", "RF_OPTIONS"]
 
-#: above this many curves, solver="auto" uses random features (the exact dual holds an n × n Gram matrix)
-AUTO_EXACT_MAX_N = 5000
+#: the random-feature options (:class:`rffor.settings.RFSettings`) that FunctionalRegressor takes as parameters, with
+#: the settings' defaults, constraints and documentation
+RF_OPTIONS = (
+    "lam", "loss_params", "kernel_theta_params", "selection_rows", "rff_method", "n_features_x", "input_features",
+    "output_features", "n_features_theta", "output_rank_tol", "batch_size", "n_epochs", "max_steps", "n_theta_samples",
+    "step_size", "local_steps", "n_partitions", "partitions_per", "init", "init_reweight", "precondition_rank",
+    "dtype",
+)  # fmt: skip
 
 #: parameters describing where and how a fit ran, not the model: reset to their defaults in a saved model
 _RUNTIME_PARAMS = ("client", "security", "scheduler_address", "checkpoint", "resume")
@@ -55,26 +62,6 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         units are neither over- nor under-smoothed; the kernel used is ``kernel_x_``.
     kernel_theta : Kernel, default None
         Output kernel k_Θ on the grid; None means ``Gaussian(gamma=100/(θ_max − θ_min)²)``.
-    lam : float or "auto", default 1e-4
-        Regularisation λ > 0 of (P). "auto" (random-feature solver): chosen on one held-out curve in ten
-        (:mod:`rffor.solvers.selection`: a grid of closed forms, then a walk past its best value, every candidate
-        fitted where the data is; scored by the median over held-out curves of their MSE for a robust loss, the
-        mean for the square loss), then fitted on all rows; the choice is ``lam_``, the candidates ``lam_path_``.
-        For the exact solvers use :class:`rffor.model_selection.FunctionalRegressorCV`.
-    loss_params : None, "auto" or sequence of float, default None
-        With ``lam="auto"``: also choose the loss's κ (Huber) or ε (ε-insensitive) on the same held-out curves,
-        walking from the loss's own value ("auto": by half decades; a sequence: along its values, continued past
-        its ends); the chosen loss is ``loss_``.
-    kernel_theta_params : None, "auto" or sequence of float, default None
-        With ``lam="auto"``: also choose the γ of the output kernel k_Θ on the same held-out curves, walking from
-        the γ of ``kernel_theta`` (or of its default) ("auto": by half decades; a sequence: along its values,
-        continued past its ends). γ_Θ sets the smoothness of the fitted curves along θ: a k_Θ smoother than the
-        data holds every model above the error of projecting the curves on its factor
-        (``benchmarks/learning_curve.py``). The chosen kernel is ``kernel_theta_``.
-    selection_rows : int or None, default 200000
-        rff with ``lam="auto"`` on more rows than this: the selection runs on about this many rows of whole chunks
-        spread over the data, and the selected λ is scaled by the ratio of rows for the fit on all rows
-        (:func:`rffor.solvers.rff.fit_rff`). None: select on all rows.
     solver : {"auto", "admm", "apgd", "rff"}, default "auto"
         "admm" and "apgd" solve the exact dual (MATH.md §3.1b, §3.1); "rff" the random-feature model (§5).
         "auto" picks "admm" for in-memory data with n <= 5000 curves and "rff" otherwise (or for a Dataset).
@@ -89,63 +76,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         Exact solvers: iteration cap (None: the solver's default, :data:`rffor.solvers.EXACT_SOLVERS`: 2000 for
         ADMM, 20000 for APGD); reaching it warns. rff with MM passes: at most this many passes (None: 300);
         reaching it warns too.
-    rff_method : {"auto", "closed_form", "mm", "sgd"}, default "auto"
-        rff: how (P_rf) is solved (:func:`rffor.solvers.rff.fit_rff`). "closed_form": the square loss in one pass
-        of feature sums. "mm": full-batch majorize–minimize passes from the square-loss closed form (every pass a
-        map-reduce of the gradient where the data is; converges to the optimum of (P_rf) for every loss).
-        "sgd": rounds of local doubly stochastic gradient steps with parameter averaging, from a (reweighted)
-        closed form on a sample of rows (``n_epochs``, ``batch_size``, ``local_steps``, ``precondition_rank``,
-        ``init_reweight`` apply to it). "auto": "closed_form" for the square loss (then "mm" if outputs are
-        missing), "mm" otherwise.
-    n_features_x : int, default 1000
-        rff: number D_x of random Fourier features of k_X (even), or of Nyström centres M (at most n).
-    input_features : {"auto", "rff", "orf", "nystrom"}, default "auto"
-        rff only: φ_X, random Fourier features, orthogonal random features (Gaussian k_X), or the Nyström map on
-        ``n_features_x`` centres drawn uniformly from the training rows (data-adapted: far more accurate per
-        feature on curve data; see :func:`rffor.solvers.rff.fit_rff`). "auto": Nyström, but random Fourier
-        features for ``rff_method="sgd"`` (whose steps compute every minibatch's features again).
-    output_features : {"exact", "rff"}, default "exact"
-        rff: exact factor of K_Θ (operator RFF, rank by ``output_rank_tol``) or random output features.
-    n_features_theta : int or None, default None
-        rff with ``output_features="rff"``: D_θ (default 200).
-    output_rank_tol : float, default 1e-15
-        rff exact output factor: keep eigenpairs of K_Θ with t_j > tol · t_max
-        (:data:`rffor.features.DEFAULT_OUTPUT_RANK_TOL` says why so low).
-    batch_size : int, default 256
-        rff: curves per stochastic step.
-    n_epochs : float, default 10
-        rff: passes over the data for DSGD.
-    max_steps : int or None, default None
-        rff: cap on the number of DSGD steps (overrides ``n_epochs`` when smaller).
-    n_theta_samples : int or None, default None
-        rff, integral losses: grid columns sampled per DSGD step, shared by the minibatch, so that a step costs
-        O(b·s·D_θ) instead of O(b·m·D_θ) (:class:`rffor.solvers.dsgd.LevelSampler`; None: every column).
-    step_size : float or "auto", default "auto"
-        rff: initial DSGD step η₀ (auto: a safe step below 1/(1 + λ)).
-    local_steps : int or None, default None
-        rff: steps per round between parameter averages (None: one epoch of a partition).
-    n_partitions : int or None, default None
-        rff: number P of data partitions averaged each round (None: the number of worker threads on Dask, 1 in
-        process). Where the fit runs (:func:`rffor.executor.uses_dask`): on Dask when ``client`` or
-        ``scheduler_address`` is given, or for a Dataset of several chunks (unless ``n_partitions=1``), or when
-        ``n_partitions > 1`` (then an embedded LocalCluster with one worker process per CPU, closed after the fit:
-        scripts need an ``if __name__ == "__main__":`` guard); in process otherwise. P, not the number of workers,
-        defines the model: pass it for results that do not depend on the machine.
-    init : {"closed_form", "zeros"}, default "closed_form"
-        rff, non-square losses: start DSGD from the square-loss closed form or from zero.
-    init_reweight : int, default 10
-        rff, Huber losses with ``init="closed_form"``: refine the closed form by up to this many reweighted closed
-        forms on the same rows (iteratively reweighted least squares,
-        :func:`rffor.solvers.rff.reweighted_closed_form`); each costs about what the first closed form costs. At
-        small λ the square-loss start fits the outliers along directions DSGD moves slowly, and the robust fit
-        then stays near it (``benchmarks/README.md``, robustness). 0: start from the square-loss closed form.
-    precondition_rank : int, default 50
-        rff: k > 0 preconditions the DSGD steps by ``(C_X + λI)^{-1}`` on the top k eigenvectors of the input
-        feature covariance of the warm-start rows (:class:`rffor.solvers.dsgd.Preconditioner`). At small λ plain
-        DSGD converges slowly and the robust losses lose their robustness; k = 50 costs about 3–4% of the
-        throughput (``benchmarks/preconditioning.py``). 0: plain DSGD.
-    dtype : {"float32", "float64"} or None, default None
-        rff: floating type of the features and of B; None: float32 for random features, float64 for Nyström.
+    <random-feature options>
     client : distributed.Client or None, default None
         rff: run training on this Dask cluster (left open). See :mod:`rffor.executor.dask`.
     scheduler_address : str or None, default None
@@ -217,32 +148,12 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         "loss": [Loss, None],
         "kernel_x": [Kernel, None],
         "kernel_theta": [Kernel, None],
-        "lam": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
-        "loss_params": [StrOptions({"auto"}), "array-like", None],
-        "kernel_theta_params": [StrOptions({"auto"}), "array-like", None],
-        "selection_rows": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        **sklearn_constraints(RF_OPTIONS),
         "solver": [StrOptions({"auto", "rff", *EXACT_SOLVERS})],
         "representation": [StrOptions({"splines", "eigen"})],
         "n_eig": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "rff_method": [StrOptions({"auto", "closed_form", "mm", "sgd"})],
-        "n_features_x": [Interval(numbers.Integral, 2, None, closed="left")],
-        "input_features": [StrOptions({"auto", "rff", "orf", "nystrom"})],
-        "output_features": [StrOptions({"exact", "rff"})],
-        "n_features_theta": [Interval(numbers.Integral, 2, None, closed="left"), None],
-        "output_rank_tol": [Interval(numbers.Real, 0, 1, closed="both")],
-        "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
-        "n_epochs": [Interval(numbers.Real, 0, None, closed="neither")],
-        "max_steps": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "n_theta_samples": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "step_size": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
-        "local_steps": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "n_partitions": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "init": [StrOptions({"closed_form", "zeros"})],
-        "precondition_rank": [Interval(numbers.Integral, 0, None, closed="left")],
-        "init_reweight": [Interval(numbers.Integral, 0, None, closed="left")],
-        "dtype": [StrOptions({"float32", "float64"}), None],
         "client": "no_validation",
         "scheduler_address": [str, None],
         "security": "no_validation",
@@ -258,32 +169,33 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         *,
         kernel_x=None,
         kernel_theta=None,
-        lam=1e-4,
-        loss_params=None,
-        kernel_theta_params=None,
-        selection_rows=RFF_DEFAULTS["selection_rows"],
+        lam=DEFAULTS.lam,
+        loss_params=DEFAULTS.loss_params,
+        kernel_theta_params=DEFAULTS.kernel_theta_params,
+        selection_rows=DEFAULTS.selection_rows,
         solver="auto",
         representation="splines",
         n_eig=None,
-        tol=1e-6,
+        tol=DEFAULTS.tol,
         max_iter=None,
-        rff_method=RFF_DEFAULTS["rff_method"],
-        n_features_x=RFF_DEFAULTS["n_features_x"],
-        input_features=RFF_DEFAULTS["input_features"],
-        output_features=RFF_DEFAULTS["output_features"],
-        n_features_theta=RFF_DEFAULTS["n_features_theta"],
-        output_rank_tol=RFF_DEFAULTS["output_rank_tol"],
-        batch_size=RFF_DEFAULTS["batch_size"],
-        n_epochs=RFF_DEFAULTS["n_epochs"],
-        max_steps=None,
-        n_theta_samples=None,
-        step_size="auto",
-        local_steps=None,
-        n_partitions=None,
-        init=RFF_DEFAULTS["init"],
-        init_reweight=RFF_DEFAULTS["init_reweight"],
-        precondition_rank=RFF_DEFAULTS["precondition_rank"],
-        dtype=RFF_DEFAULTS["dtype"],
+        rff_method=DEFAULTS.rff_method,
+        n_features_x=DEFAULTS.n_features_x,
+        input_features=DEFAULTS.input_features,
+        output_features=DEFAULTS.output_features,
+        n_features_theta=DEFAULTS.n_features_theta,
+        output_rank_tol=DEFAULTS.output_rank_tol,
+        batch_size=DEFAULTS.batch_size,
+        n_epochs=DEFAULTS.n_epochs,
+        max_steps=DEFAULTS.max_steps,
+        n_theta_samples=DEFAULTS.n_theta_samples,
+        step_size=DEFAULTS.step_size,
+        local_steps=DEFAULTS.local_steps,
+        n_partitions=DEFAULTS.n_partitions,
+        partitions_per=DEFAULTS.partitions_per,
+        init=DEFAULTS.init,
+        init_reweight=DEFAULTS.init_reweight,
+        precondition_rank=DEFAULTS.precondition_rank,
+        dtype=DEFAULTS.dtype,
         client=None,
         scheduler_address=None,
         security=None,
@@ -317,6 +229,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.step_size = step_size
         self.local_steps = local_steps
         self.n_partitions = n_partitions
+        self.partitions_per = partitions_per
         self.init = init
         self.init_reweight = init_reweight
         self.precondition_rank = precondition_rank
@@ -344,11 +257,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         else:
             rows = np.linspace(0, X.shape[0] - 1, min(X.shape[0], MEDIAN_HEURISTIC_ROWS)).astype(int)
             kx = median_heuristic(X[np.unique(rows)])
-        if self.kernel_theta is not None:
-            kt = self.kernel_theta
-        else:
-            span = float(theta[-1] - theta[0]) if len(theta) > 1 else 1.0
-            kt = Gaussian(gamma=100.0 / span**2)
+        kt = self.kernel_theta if self.kernel_theta is not None else CurveGrid(theta).default_kernel()
         return kx, kt
 
     @classmethod
@@ -460,7 +369,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
                 )
         K_x = self.kernel_x_.gram(X)
         K_theta = self.kernel_theta_.gram(theta)
-        Y_full = fill_missing(Y, theta)
+        Y_full = CurveGrid(theta).fill(Y)  # the curves' missing-value rule: interpolated along θ (MATH.md §3.3)
         if self.representation == "eigen":
             problem = DualProblem.eigenbasis(K_x, K_theta, Y_full, self.lam, loss, r)
         else:
@@ -471,13 +380,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             self.reduced_duality_gap_ = result.gap
         else:
             self.objective_, self.duality_gap_ = float(self.objective_history_[-1]), result.gap
-        # predictions are K_X(X_new, X) @ W @ K_Θ(grid, θ_new) for both representations (MATH.md §3.1, §3.2):
-        # splines W = A/(λnm); eigen (Nyström ψ_j) W = A V_rᵀ/(λn√m)
-        if problem.eigen:
-            W = result.coef @ problem.V_r.T / (self.lam * n * np.sqrt(m))
-        else:
-            W = result.coef * problem.c
-        self._set_exact_model(X, W, theta)
+        self._set_exact_model(X, problem.prediction_weights(result.coef), theta)
         return self
 
     def _run_exact_solver(self, problem: DualProblem):
@@ -508,11 +411,13 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self._W = W
         self._W_grid = W @ self._output_columns(theta)
 
-    def _fit_rff(self, data, theta, **extra):
-        """Random-feature fit (MATH.md §5): :func:`rffor.solvers.rff.fit_rff` on the executor the parameters choose
-        (:func:`rffor.executor.make_executor`: Dask for a client, a scheduler address, several partitions or a
-        multi-chunk store; this process otherwise). ``data`` is a chunked dataset (:mod:`rffor.chunked`); ``extra``
-        keyword arguments of :func:`~rffor.solvers.rff.fit_rff` add to or replace the estimator's."""
+    def _fit_rff(self, data, theta, outputs=None, **extra):
+        """Random-feature fit (MATH.md §5): :func:`rffor.solvers.rff.fit_rff` with the settings of this estimator's
+        parameters (:meth:`rffor.settings.RFSettings.from_params`; ``max_iter`` is the MM pass budget), on the
+        executor the parameters choose (:func:`rffor.executor.make_executor`: Dask for a client, a scheduler
+        address, several partitions or a multi-chunk store; this process otherwise). ``data`` is a chunked dataset
+        (:mod:`rffor.chunked`), ``outputs`` its output space (default: curves on ``theta``); ``extra`` options
+        replace the estimator's."""
         from .executor import make_executor
         from .solvers.rff import fit_rff
 
@@ -523,40 +428,20 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             security=self.security,
             n_partitions=self.n_partitions,
         )
-        kwargs = dict(
+        settings = RFSettings.from_params({**self.get_params(deep=False), **extra}, max_passes="max_iter")
+        result = fit_rff(
+            data,
             loss=self.loss_,
             kernel_x=self.kernel_x_,
             kernel_theta=self.kernel_theta_,
-            lam=self.lam,
-            loss_params=self.loss_params,
-            kernel_theta_params=self.kernel_theta_params,
-            selection_rows=self.selection_rows,
-            n_features_x=self.n_features_x,
-            input_features=self.input_features,
-            output_features=self.output_features,
-            n_features_theta=self.n_features_theta,
-            output_rank_tol=self.output_rank_tol,
-            batch_size=self.batch_size,
-            n_epochs=self.n_epochs,
-            max_steps=self.max_steps,
-            n_theta_samples=self.n_theta_samples,
-            step_size=self.step_size,
-            local_steps=self.local_steps,
-            n_partitions=self.n_partitions,
-            init=self.init,
-            init_reweight=self.init_reweight,
-            precondition_rank=self.precondition_rank,
-            dtype=self.dtype,
-            rff_method=self.rff_method,
-            tol=self.tol,
-            max_passes=RFF_DEFAULTS["max_passes"] if self.max_iter is None else self.max_iter,
+            outputs=outputs,
+            settings=settings,
             random_state=self.random_state,
             executor=executor,
             checkpoint=self.checkpoint,
             resume=self.resume,
             verbose=self.verbose,
         )
-        result = fit_rff(data, **{**kwargs, **extra})
         self.coef_ = result.coef
         self.input_features_ = result.input_features
         self.output_features_ = result.output_features
@@ -604,7 +489,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         return Y_hat
 
     def _predict_rff(self, X, theta_new):
-        from .solvers.rff import predict
+        from .solvers.prediction import predict
 
         Phi_theta = self._Phi_theta_grid if theta_new is None else self.output_features_.transform(theta_new)
         phi = self.input_features_
@@ -879,3 +764,6 @@ def load(path):
 
 
 _ESTIMATORS[FunctionalRegressor.__name__] = FunctionalRegressor
+FunctionalRegressor.__doc__ = FunctionalRegressor.__doc__.replace(
+    "    <random-feature options>\n", parameter_docs(RF_OPTIONS) + "\n"
+)

@@ -132,6 +132,17 @@ class Loss:
         or None."""
         return None
 
+    @property
+    def is_smooth(self) -> bool:
+        """Whether the loss has a Lipschitz gradient, so that the square loss's Hessian (times a constant that
+        majorize–minimize passes find by doubling) majorises it (:mod:`rffor.solvers.mm`)."""
+        return True
+
+    @property
+    def has_irls_weights(self) -> bool:
+        """Whether :meth:`irls_weights` offers weights (iteratively reweighted least squares warm starts)."""
+        return False
+
     def with_param(self, value: float) -> Loss:
         """The same loss with its hyperparameter :attr:`param_name` set to ``value``."""
         if self.param_name is None:
@@ -295,6 +306,10 @@ class Huber(Loss):
     def param_name(self) -> str:
         return "kappa"
 
+    @property
+    def has_irls_weights(self) -> bool:
+        return not math.isinf(self.kappa)
+
     def irls_weights(self, R):
         """``w_i = <∇L(r_i), r_i> / <∇½‖r_i‖², r_i>`` (MATH.md §5 gradients): ``min(1, κ/‖r_i‖)`` for H_κ^2 (a
         majoriser: reweighted closed forms decrease the objective monotonically) and, for H_κ^1, a curve's average
@@ -446,6 +461,11 @@ class EpsilonSVR(Loss):
     def param_name(self) -> str:
         return "epsilon"
 
+    @property
+    def is_smooth(self) -> bool:
+        """No: the norm has a kink at every residual of norm ε (and at 0 when ε = 0)."""
+        return False
+
     def curve_values(self, R, theta=None):
         R0, _, counts = _observed(R)
         norms = np.sqrt(_safe_div(np.einsum("ij,ij->i", R0, R0)[:, None], counts))[:, 0]
@@ -520,6 +540,11 @@ class Pinball(Loss):
         cannot leave 0: pass ``Pinball(epsilon=...)`` or ``Pinball(kappa=...)`` to say which to choose)."""
         return "epsilon" if self.epsilon > 0 else ("kappa" if self.kappa > 0 else None)
 
+    @property
+    def is_smooth(self) -> bool:
+        """Only the κ-smoothed pinball (κ > 0): the plain one has a kink at every level."""
+        return self.kappa > 0
+
     @staticmethod
     def _levels(theta, m: int) -> np.ndarray:
         """The levels as a row (1, m), checked: a pinball loss is undefined without them."""
@@ -589,6 +614,20 @@ _LOSSES = {
     "epsilon_svr": EpsilonSVR,
     "pinball": Pinball,
 }
+#: the loss classes by their spec name (:func:`loss_from_spec`); a loss defined elsewhere registers itself with
+#: :func:`register_loss`
+LOSSES = _LOSSES
+
+
+def register_loss(name: str, cls: type) -> type:
+    """Make ``cls`` (a :class:`Loss` subclass whose ``to_spec()["name"]`` is ``name``) readable by
+    :func:`loss_from_spec`; returns it."""
+    if not (isinstance(cls, type) and issubclass(cls, Loss)):
+        raise TypeError(f"register_loss needs a Loss subclass, got {cls!r}")
+    _LOSSES[name] = cls
+    return cls
+
+
 # command-line short names (rffor fit --loss ...)
 LOSS_ALIASES = {
     "square": ("square", {}),

@@ -20,10 +20,11 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_levels, check_targets, check_X
 from .estimator import FunctionalRegressor
-from .kernels import Gaussian, Kernel
+from .kernels import Kernel
 from .levels import LEVEL_SAMPLING, NormalOffset, level_grid
 from .losses import Loss, Pinball
-from .solvers.rff import RFF_DEFAULTS
+from .outputs import QuantileLevels
+from .settings import DEFAULTS
 
 __all__ = ["QuantileFunctionRegressor", "REARRANGEMENT_LEVELS"]
 
@@ -139,7 +140,7 @@ scheduler_address, security, checkpoint, resume, random_state, verbose
     # FunctionalRegressor settings that do not apply to quantile functions (read by its shared machinery)
     representation = "splines"
     n_eig = None
-    init_reweight = 0
+    init_reweight = 0  # the pinball losses offer no IRLS weights
     n_theta_samples = None
     loss_params = None  # λ selection on the random-feature path is for curves (lam="auto"): QuantileFunctionRegressorCV
     kernel_theta_params = None
@@ -161,21 +162,21 @@ scheduler_address, security, checkpoint, resume, random_state, verbose
         max_iter=None,
         n_level_samples=None,
         level_sampling="uniform",
-        rff_method=RFF_DEFAULTS["rff_method"],
-        n_features_x=RFF_DEFAULTS["n_features_x"],
-        input_features=RFF_DEFAULTS["input_features"],
-        output_features=RFF_DEFAULTS["output_features"],
-        n_features_theta=RFF_DEFAULTS["n_features_theta"],
-        output_rank_tol=RFF_DEFAULTS["output_rank_tol"],
-        batch_size=RFF_DEFAULTS["batch_size"],
-        n_epochs=RFF_DEFAULTS["n_epochs"],
+        rff_method=DEFAULTS.rff_method,
+        n_features_x=DEFAULTS.n_features_x,
+        input_features=DEFAULTS.input_features,
+        output_features=DEFAULTS.output_features,
+        n_features_theta=DEFAULTS.n_features_theta,
+        output_rank_tol=DEFAULTS.output_rank_tol,
+        batch_size=DEFAULTS.batch_size,
+        n_epochs=DEFAULTS.n_epochs,
         max_steps=None,
         step_size="auto",
         local_steps=None,
         n_partitions=None,
-        init=RFF_DEFAULTS["init"],
-        precondition_rank=RFF_DEFAULTS["precondition_rank"],
-        dtype=RFF_DEFAULTS["dtype"],
+        init=DEFAULTS.init,
+        precondition_rank=DEFAULTS.precondition_rank,
+        dtype=DEFAULTS.dtype,
         client=None,
         scheduler_address=None,
         security=None,
@@ -226,7 +227,7 @@ scheduler_address, security, checkpoint, resume, random_state, verbose
 
     def _kernels(self, X: np.ndarray | None, theta: np.ndarray) -> tuple[Kernel | None, Kernel]:
         kx, _ = super()._kernels(X, theta)
-        return kx, self.kernel_theta if self.kernel_theta is not None else Gaussian(gamma=10.0)
+        return kx, self.kernel_theta if self.kernel_theta is not None else QuantileLevels(theta).default_kernel()
 
     def _check_noncrossing_kernel(self, levels: np.ndarray) -> None:
         """The penalty reads ∂_θ k_Θ: refuse a kernel without derivatives before any work."""
@@ -295,7 +296,7 @@ scheduler_address, security, checkpoint, resume, random_state, verbose
         result = self._run_exact_solver(problem)
         self.objective_, self.duality_gap_ = float(self.objective_history_[-1]), result.gap
         self.anchors_ = anchors
-        self._set_exact_model(X, result.coef * problem.c, theta)
+        self._set_exact_model(X, problem.prediction_weights(result.coef), theta)
         return self
 
     def _fit_dataset(self, data, y):
@@ -326,30 +327,24 @@ scheduler_address, security, checkpoint, resume, random_state, verbose
     def _fit_rff_quantiles(self, data, levels):
         """Random features (MATH.md §5): DSGD steps that draw their levels from μ (``level_sampling``; among the
         given levels when ``levels`` is a list) on the scalar targets of ``data`` (a chunked dataset with m = 1),
-        started from the square-loss closed form of the
-        location-shifted targets ``y − b(½)`` on the level grid (the marginal quantile function moved by the
-        conditional location, instead of a flat curve at the conditional mean)."""
-        from .chunked import ExpandedTargets
-
-        if self.rff_method == "mm" and self.loss_.kappa == 0:
+        started from the square-loss closed form of the location-shifted targets ``y − b(½)`` on the level grid (the
+        marginal quantile function moved by the conditional location, instead of a flat curve at the mean):
+        the output space :class:`rffor.outputs.QuantileLevels` with the offset b."""
+        if self.rff_method == "mm" and not self.loss_.is_smooth:
             raise ValueError(
                 "rff_method='mm' majorises a smooth loss: use Pinball(kappa > 0) (the κ-smoothed pinball), or "
                 "rff_method='sgd' / 'auto' (DSGD with sampled levels) for the plain pinball loss"
             )
-        base = np.zeros(len(levels)) if self.offset_ is None else self.offset_(levels)
-        median = 0.0 if self.offset_ is None else float(self.offset_(0.5))
-        view = ExpandedTargets(data, levels, base)
         sampled = self.rff_method in ("auto", "sgd")
         # given levels are joint quantile regression at those levels (seed 001): steps draw among them, not from μ
         joint = not isinstance(self.levels, numbers.Integral)
         self._fit_rff(
-            view,
+            data,
             levels,
+            outputs=QuantileLevels(levels, self.offset_),
             n_theta_samples=self.n_level_samples,
             level_sampling=("grid" if joint else self.level_sampling) if sampled else None,
-            offset=self.offset_,
             lam_nc=float(self.noncrossing),
-            init_shift=base - median,
         )
         return self
 

@@ -101,8 +101,10 @@ _SCALAR_GRID = 256
 
 
 @dataclass(frozen=True, eq=False)
-class _MaskedLoss(Loss):
-    """A p = 2 loss restricted to the observed coordinates of each row (module docstring, "Missing labels").
+class _MaskedLoss:
+    """The row term of the structured dual (D_e) for a p = 2 loss restricted to the observed coordinates of each row
+    (module docstring, "Missing labels"); what :class:`~rffor.solvers.dual.DualProblem` reads of a loss, and no
+    more (it is not a :class:`~rffor.losses.Loss` of curves: its rows have their own masks).
 
     ``L_i(r) = L(r_{O_i})``: the primal value zeroes the missing coordinates of the residuals before the base loss
     (whose μ_D norm, rescaled by √D in :meth:`DualProblem.primal_value`, is then the Euclidean norm over O_i); the
@@ -110,16 +112,26 @@ class _MaskedLoss(Loss):
     (exact: ψ_e is a function of ‖a‖ and the constraint a coordinate subspace).
     """
 
-    base: Loss = None  # type: ignore[assignment]
-    mask: np.ndarray = None  # type: ignore[assignment]
+    base: Loss
+    mask: np.ndarray
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "supports_eigen", True)
-        object.__setattr__(self, "integral", False)
-        object.__setattr__(self, "dual_quadratic", self.base.dual_quadratic)
+    supports_eigen = True
+    needs_levels = False
+
+    @property
+    def dual_quadratic(self) -> float:
+        return self.base.dual_quadratic
+
+    @property
+    def is_square(self) -> bool:
+        return self.base.is_square
 
     def curve_values(self, R, theta=None):
         return self.base.curve_values(np.where(self.mask, R, 0.0))
+
+    def value(self, R, theta=None) -> float:
+        """Mean row loss (as :meth:`rffor.losses.Loss.value`)."""
+        return float(np.mean(self.curve_values(R))) if len(R) else 0.0
 
     def dual_penalty_eigen(self, A):
         if np.any(np.asarray(A)[~self.mask] != 0):
@@ -128,9 +140,6 @@ class _MaskedLoss(Loss):
 
     def prox_dual_eigen(self, U, step):
         return self.base.prox_dual_eigen(np.where(self.mask, U, 0.0), step)
-
-    def to_spec(self):  # pragma: no cover - never saved: the model stores the base loss
-        return self.base.to_spec()
 
 
 def decode_closed_form(kernel: OutputKernel, output_type: str, H: np.ndarray) -> np.ndarray | None:

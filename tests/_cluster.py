@@ -38,6 +38,8 @@ def write_store(path, n=3000, d=6, m=24, chunks=250, missing=0.0, seed=0):
 def _env() -> dict:
     env = dict(os.environ)
     env["DASK_CONFIG"] = str(REPO / "cluster" / "dask.yaml")  # the recommended worker configuration
+    # tests/ on the workers' path too: the executor tests' reductions (tests/_reductions.py) run there
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(REPO / "tests")) if p)
     env.pop("DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT", None)
     return env
 
@@ -68,9 +70,10 @@ def dask_processes(
     certs: dict | None = None,
     timeout: float = 60.0,
     keep_scheduler_pid: bool = False,
+    nthreads: int = 1,
 ):
-    """Start ``dask scheduler`` and ``n_workers`` ``dask worker`` processes on 127.0.0.1; yield the address (and
-    the scheduler's pid, with ``keep_scheduler_pid``).
+    """Start ``dask scheduler`` and ``n_workers`` ``dask worker`` processes of ``nthreads`` threads on 127.0.0.1;
+    yield the address (and the scheduler's pid, with ``keep_scheduler_pid``).
 
     Only processes started here are stopped (by their own pid) when the block exits.
     """
@@ -111,7 +114,7 @@ def dask_processes(
                         "--scheduler-file",
                         str(sfile),
                         "--nthreads",
-                        "1",
+                        str(nthreads),
                         "--host",
                         "127.0.0.1",
                         "--no-dashboard",

@@ -101,6 +101,8 @@ def test_no_command_is_a_usage_error():
         (["fit", "d.zarr", "--solver", "admm", "--scheduler", "tcp://127.0.0.1:1"], "only apply to --solver rff"),
         (["fit", "d.zarr", "--solver", "apgd", "--precondition", "10"], "only apply to --solver rff"),
         (["fit", "d.zarr", "--solver", "apgd", "--reweight", "2"], "only apply to --solver rff"),
+        (["fit", "d.zarr", "--features-x", "7", "--input-features", "rff"], "n_features_x must be even"),
+        (["fit", "d.zarr", "--method", "closed_form", "--loss", "huber2", "--kappa", "0.1"], "square loss only"),
     ],
 )
 def test_usage_errors_after_parsing(tmp_path, capsys, monkeypatch, argv, fragment):
@@ -119,7 +121,9 @@ def test_usage_errors_after_parsing(tmp_path, capsys, monkeypatch, argv, fragmen
         ["fit", "d.zarr", "--lam", "nan"],
         ["fit", "d.zarr", "--kernel-x", "gaussian"],
         ["fit", "d.zarr", "--kernel-x", "spline:3"],
-        ["fit", "d.zarr", "--features-x", "7"],
+        ["fit", "d.zarr", "--features-x", "1"],
+        ["fit", "d.zarr", "--method", "newton"],
+        ["fit", "d.zarr", "--batch-size", "0"],
         ["make-data", "o.zarr", "--outliers", "4:0.1"],
         ["make-data", "o.zarr", "--outliers", "2:1.5"],
         ["make-data", "o.zarr", "--outliers", "1:0.1:3"],

@@ -235,9 +235,19 @@ def test_float32_and_int_inputs():
     assert Yc.dtype == np.float64
 
 
-@pytest.mark.parametrize("kind", [1, 2, 3, "1", "2", "3", "type1", "Type 2", "type_3", np.int64(2)])
-def test_kind_spellings(Y, kind):
-    add_outliers(Y, kind, 0.1, random_state=0)
+@pytest.mark.parametrize(
+    "spelling, kind",
+    [("1", 1), ("2", 2), ("3", 3), ("type1", 1), ("Type 2", 2), ("type_3", 3), (" TYPE3 ", 3), (np.int64(2), 2)],
+)
+def test_kind_spellings(Y, spelling, kind):
+    """Every accepted spelling of a kind gives the canonical kind's result (same rows, same corrupted values) for the
+    same random_state, and the three kinds give three different results (so that equality names the kind)."""
+    Yc, idx = add_outliers(Y, spelling, 0.2, random_state=0)
+    Yk, idx_k = add_outliers(Y, kind, 0.2, random_state=0)
+    np.testing.assert_array_equal(idx, idx_k)
+    np.testing.assert_array_equal(Yc, Yk)
+    others = [add_outliers(Y, k, 0.2, random_state=0)[0] for k in (1, 2, 3) if k != kind]
+    assert len(idx) > 0 and not any(np.array_equal(Yc, other) for other in others)
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,6 @@ results depend on the thread count).
 from __future__ import annotations
 
 import copy
-import io
-import json
 import os
 import signal
 import subprocess
@@ -31,17 +29,15 @@ from rffor.executor import (
     RoundFailedError,
     RoundTimeoutError,
     SchedulerUnreachableError,
-    SerialExecutor,
     make_executor,
     usable_cpus,
-    uses_dask,
 )
-from rffor.executor.dask import DaskExecutor, configure_dask, connect
+from rffor.executor.dask import DaskExecutor, connect
 from rffor.kernels import Gaussian
 from rffor.losses import Huber, Square
-from rffor.progress import RoundProgress
-from rffor.solvers.dsgd import SGDState
-from rffor.solvers.rff import RFF_DEFAULTS, fit_rff, objective
+from rffor.settings import DEFAULTS
+from rffor.solvers.prediction import objective
+from rffor.solvers.rff import fit_rff
 
 KW = dict(
     loss=Huber(kappa=0.1, p=1),
@@ -98,59 +94,7 @@ def assert_same(a, b):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# where it runs
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def test_uses_dask_rule(store, tmp_path):
-    arrays = ArrayData(np.zeros((4, 2)), np.zeros((4, 3)))
-    assert not uses_dask(arrays)
-    assert not uses_dask(arrays, n_partitions=1)
-    assert uses_dask(arrays, n_partitions=2)
-    assert uses_dask(arrays, scheduler_address="tcp://127.0.0.1:8786")
-    assert uses_dask(arrays, client=object())
-    assert uses_dask(store)
-    assert not uses_dask(store, n_partitions=1)
-    one_chunk = tc.write_store(tmp_path / "one.zarr", n=50, chunks=50)
-    assert not uses_dask(one_chunk)  # nothing to partition
-    assert isinstance(make_executor(arrays), SerialExecutor)
-    assert isinstance(make_executor(store), DaskExecutor)
-    with pytest.raises(ValueError, match="security"):
-        make_executor(arrays, security=object())
-
-
-def test_shipped_dask_config_is_a_default():
-    import dask
-
-    config = configure_dask()
-    assert config["distributed"]["nanny"]["pre-spawn-environ"]["MALLOC_MMAP_THRESHOLD_"] == 16777216
-    assert dask.config.get("distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_") == 16777216
-    with dask.config.set({"rffor.round-retries": 5}):  # the user's settings win
-        configure_dask()
-        assert dask.config.get("rffor.round-retries") == 5
-
-
-@pytest.mark.timeout(120)
-def test_embedded_cluster_sets_worker_environment_and_closes():
-    import dask
-
-    def worker_settings():
-        return (
-            os.environ.get("MALLOC_MMAP_THRESHOLD_"),
-            os.environ.get("MALLOC_TRIM_THRESHOLD_"),  # rffor's value replaces Dask's 65536
-            os.environ.get("OPENBLAS_NUM_THREADS"),  # Dask's own default survives rffor's
-            dask.config.get("distributed.admin.tick.interval"),  # rffor's survives Dask's (loaded before it)
-        )
-
-    with connect(n_workers=1) as conn:
-        env = conn.client.run(worker_settings)
-        cluster = conn.cluster
-    assert list(env.values()) == [("16777216", "67108864", "1", "1s")]
-    assert cluster.status.name == "closed"
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# oracle tests: the cluster computes what the serial executor computes
+# oracle tests: the cluster computes what the serial executor computes (executor-only tests: test_executor.py)
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -211,6 +155,50 @@ def test_lam_path_on_cluster_equals_serial(client, store):
     assert [c.score for c in out.path.candidates] == [c.score for c in ref.path.candidates]
     assert out.lam == ref.lam
     assert_same(out, ref)
+
+
+@pytest.mark.timeout(400)
+def test_sampled_selection_spreads_over_worker_processes_as_in_process(store, tmp_path):
+    """``lam="auto"`` on a sample of 3 of the 12 chunks (``selection_rows=600``), P = 4: on 2 worker processes every
+    selection pass runs 4 tasks (row pieces), with the serial bits; with ``partitions_per="worker"`` on separate
+    worker processes of 2 threads, the serial executor's bits at any thread count."""
+    from distributed import Client, LocalCluster
+
+    from rffor.executor import SerialExecutor
+
+    kw = dict(KW, loss=Huber(0.1, 2), lam="auto", lams=[1e-2, 1e-3], rff_method="auto", n_partitions=4,
+              selection_rows=600, max_passes=60, tol=1e-3)  # fmt: skip
+    ref = fit_rff(store, **kw)
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", **NO_DASHBOARD) as cluster,
+        Client(cluster, set_as_default=False) as c,
+    ):
+        ex = on(c)
+        seen = []
+        inner = ex.open
+
+        def recording_open(*args, **kwargs):  # keep the session's pass statistics
+            import contextlib
+
+            @contextlib.contextmanager
+            def session():
+                with inner(*args, **kwargs) as s:
+                    yield s
+                    seen.extend(s.stats)
+
+            return session()
+
+        ex.open = recording_open
+        out = fit_rff(store, executor=ex, **kw)
+    sel = [st for st in seen if st.label in ("selection pass", "held-out errors")]
+    assert len(sel) >= 4 and {(st.leaves, st.driver_merges) for st in sel} == {(4, 0)}
+    assert [c.score for c in out.path.candidates] == [c.score for c in ref.path.candidates]
+    assert_same(out, ref)
+    pooled = fit_rff(store, executor=SerialExecutor(threads=1), partitions_per="worker", **kw)
+    with tc.dask_processes(tmp_path, n_workers=2, nthreads=2) as address:
+        remote = fit_rff(store, executor=DaskExecutor(scheduler_address=address), partitions_per="worker", **kw)
+    assert_same(remote, pooled)
+    assert pooled.lam == ref.lam
 
 
 @pytest.mark.timeout(120)
@@ -487,7 +475,7 @@ def test_failed_fit_leaves_last_good_checkpoint(client, tmp_path, monkeypatch):
     save, states = ckpt.save, {}
 
     def remember(path, state, r, history, info):
-        states[r] = state.copy()
+        states[r] = {k: np.array(v) for k, v in state.items()}
 
     monkeypatch.setattr(ckpt, "save", remember)
     fit_rff(ds, n_partitions=2, checkpoint=ck, **kw)  # the states an undisturbed fit has after each round
@@ -509,8 +497,8 @@ def test_failed_fit_leaves_last_good_checkpoint(client, tmp_path, monkeypatch):
     assert not isinstance(info.value, (RoundFailedError, RoundTimeoutError))
     saved = ckpt.load(ck)
     assert saved.round == 0
-    np.testing.assert_array_equal(saved.state.B, states[0].B)
-    np.testing.assert_array_equal(saved.state.B_avg, states[0].B_avg)
+    np.testing.assert_array_equal(saved.state["B"], states[0]["B"])
+    np.testing.assert_array_equal(saved.state["B_avg"], states[0]["B_avg"])
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".fit.ckpt")] == []
 
 
@@ -527,69 +515,9 @@ def test_hung_round_is_detected_and_reported(client, store):
     assert time.perf_counter() - tic < 20
 
 
-def test_auto_timeout_is_per_kind_of_pass():
-    """round-timeout "auto": a pass of a kind not yet timed gets 30 minutes (a first pass over new rows computes and
-    caches their features), then max(2 minutes, 20x the slowest pass of its kind), whatever other kinds took."""
-    from rffor.executor.dask import DaskExecutor, _pass_kind
-
-    ex = DaskExecutor(round_timeout="auto")
-    seconds = {_pass_kind("Nyström centres"): [0.5], _pass_kind("pass 1"): [3.0, 12.0]}
-    assert ex._timeout(seconds, "closed form sums (training and held-out rows)") == 1800.0
-    assert ex._timeout(seconds, "pass 17") == 240.0
-    assert ex._timeout(seconds, "Nyström centres") == 120.0
-    assert DaskExecutor(round_timeout=5)._timeout(seconds, "pass 2") == 5.0
-
-
-def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
-    ck = tmp_path / "a.ckpt"
-    s1 = SGDState.from_coef(np.ones((4, 3)), "float32", t=5)
-    ckpt.save(ck, s1, 0, [{"round": 0, "loss": float("nan")}], {"random_state": 1})
-    before = ck.read_bytes()
-
-    def broken_savez(f, **arrays):
-        f.write(b"partial")
-        raise OSError("disk full")
-
-    monkeypatch.setattr(np, "savez", broken_savez)
-    with pytest.raises(OSError, match="disk full"):
-        ckpt.save(ck, SGDState.zeros(4, 3), 1, [], {})
-    monkeypatch.undo()
-    assert ck.read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.ckpt"]
-    back = ckpt.load(ck)
-    assert back.round == 0 and back.state.t == 5 and np.isnan(back.history[0]["loss"])
-    np.testing.assert_array_equal(back.state.B, s1.B)
-    (tmp_path / "junk").write_text("hello")
-    with pytest.raises(ValueError, match="not a readable rffor checkpoint"):
-        ckpt.load(tmp_path / "junk")
-    np.savez(tmp_path / "other.npz", a=np.zeros(2))
-    with pytest.raises(ValueError, match="not an rffor checkpoint"):
-        ckpt.load(tmp_path / "other.npz")
-
-
 # ---------------------------------------------------------------------------------------------------------------
-# progress
+# progress of a fit on the cluster (rffor.progress itself: tests/test_progress.py)
 # ---------------------------------------------------------------------------------------------------------------
-
-
-def test_progress_lines_and_bar():
-    rec = {"round": 0, "loss": 0.125, "samples_per_s": 12345.6}
-    out = io.StringIO()
-    p = RoundProgress(3, stream=out, interactive=False)
-    p.update(rec, 1.5)
-    p.update({**rec, "round": 1}, 75.0)
-    lines = out.getvalue().splitlines()
-    assert lines == [
-        "[rffor] round 1/3  loss 0.125  12,346 samples/s  elapsed 1.5s",
-        "[rffor] round 2/3  loss 0.125  12,346 samples/s  elapsed 1m15s",
-    ]
-    out = io.StringIO()
-    p = RoundProgress(2, stream=out, interactive=True, width=4)
-    p.update(rec, 1.0)
-    p.update({**rec, "round": 1}, 2.0)
-    text = out.getvalue()
-    assert text.startswith("\r[rffor] [##..] round 1/2") and "\r[rffor] [####] round 2/2" in text
-    assert text.endswith("\n") and text.count("\n") == 1
 
 
 @pytest.mark.timeout(120)
@@ -608,7 +536,7 @@ def test_verbose_fit_says_what_runs_where(client, store, capsys):
     fit_rff(store, executor=on(client), n_partitions=2, verbose=1, **mm_kw)
     err = capsys.readouterr().err
     assert f"MM: full-batch passes over all {store.n} curves (each pass: gradient sums computed by 2 partition" in err
-    assert f"pass 1/{RFF_DEFAULTS['max_passes']}  loss" in err and "objective" in err and "MM converged" in err
+    assert f"pass 1/{DEFAULTS.max_passes}  loss" in err and "objective" in err and "MM converged" in err
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -623,17 +551,6 @@ def test_embedded_local_cluster(store):
     assert P == min(usable_cpus(), store.n_chunks)
     ref = fit_rff(store, n_partitions=P, **KW)
     assert_same(out, ref)
-
-
-def test_checkpoint_meta_is_json_without_pickle(tmp_path, store):
-    ck = tmp_path / "x.ckpt"
-    fit_rff(store, n_partitions=2, checkpoint=ck, **{**KW, "n_epochs": 1})
-    with np.load(ck, allow_pickle=False) as z:
-        meta = json.loads(str(z["meta"][()]))
-        assert z["B"].dtype == np.float32 and z["B_avg"].dtype == np.float64
-    assert meta["format"] == ckpt.CHECKPOINT_FORMAT
-    assert meta["info"]["fingerprint"]["data"]["n"] == store.n
-    assert isinstance(rffor.data.open(store.url), rffor.data.Dataset)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -711,7 +628,8 @@ def test_slurm_jobqueue_config_renders_a_worker_job(monkeypatch, tmp_path):
         dask.config.config.clear()
         dask.config.config.update(saved)
         os.environ.pop("RFFOR_CLUSTER_DIR", None)
-    assert "--nthreads 1" in script and "--nworkers 32" in script and "--nanny" in script
+    # the per-node layout: one worker process of a thread per core per job
+    assert "--nthreads 32" in script and "--nworkers" not in script and "--nanny" in script
     assert 'export DASK_CONFIG="$RFFOR_CLUSTER_DIR/dask.yaml"' in script
 
 

@@ -28,7 +28,8 @@ from rffor.solvers.dsgd import (
     partition_steps,
     sgd_steps,
 )
-from rffor.solvers.rff import fit_rff, objective
+from rffor.solvers.prediction import objective
+from rffor.solvers.rff import fit_rff
 
 # one BLAS thread: on a busy 2-core machine OpenBLAS threads spin-wait (an eigh of 1000 x 1000 took 14 s, not 0.15)
 pytestmark = pytest.mark.usefixtures("single_blas_thread")

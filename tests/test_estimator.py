@@ -13,7 +13,6 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import rffor.estimator as estimator_module
 from rffor import FunctionalRegressor
@@ -245,15 +244,8 @@ def test_huber_beats_square_on_clean_test_data_with_type2_outliers(nonlinear, ma
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# scikit-learn contract
+# scikit-learn contract (its estimator checks: tests/test_sklearn_contract.py, for every public estimator)
 # ----------------------------------------------------------------------------------------------------------------
-
-
-@parametrize_with_checks(
-    [FunctionalRegressor(lam=1e-2), FunctionalRegressor(Huber(0.5, p=2), lam=1e-2, solver="apgd", tol=1e-5)]
-)  # no expected failures (issue 11 §4); tests/test_sklearn_contract.py runs check_estimator for rff too
-def test_sklearn_estimator_checks(estimator, check):
-    check(estimator)
 
 
 def test_clone_get_params_and_set_params():

@@ -18,7 +18,8 @@ from rffor.chunked import ArrayData
 from rffor.datasets import add_outliers, make_synthetic
 from rffor.losses import EpsilonInsensitive, Huber, Square
 from rffor.solvers.mm import SquareMetric, mm_step
-from rffor.solvers.rff import fit_rff, objective
+from rffor.solvers.prediction import objective
+from rffor.solvers.rff import fit_rff
 
 pytestmark = pytest.mark.usefixtures("single_blas_thread")
 

@@ -1,7 +1,10 @@
 """Tests of the pinball losses (rffor.losses.Pinball) against their definitions: the closed forms (Q) of the module
 docstring, written again here entry by entry; the conjugate pair (Q)/(Q*) checked by numerical suprema; the box
 θ − 1 ≤ A ≤ θ of the dual (D_q) checked by a duality gap of zero at a dual optimum found by SciPy's L-BFGS-B, with
-the primal and dual objectives written here from MATH.md §3 (not from rffor's solvers or certificate code)."""
+the primal and dual objectives written here from MATH.md §3 (not from rffor's solvers or certificate code).
+
+What every loss must satisfy (gradient by finite differences, Fenchel–Young at the gradient, Moreau's identity, the
+prox's optimality, the spec round trip) is tested for the pinball losses with the others, in tests/test_losses.py."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import pytest
 from scipy.optimize import minimize, minimize_scalar
 
 from rffor.kernels import Gaussian
-from rffor.losses import Loss, Pinball, loss_from_spec
+from rffor.losses import Pinball
 
 pytestmark = pytest.mark.usefixtures("single_blas_thread")
 
@@ -75,27 +78,6 @@ def test_one_level_is_the_classical_pinball_and_the_median_is_half_the_absolute_
     np.testing.assert_allclose(Pinball().curve_values(r[:, None], [0.5]), 0.5 * np.abs(r), rtol=1e-14)
 
 
-@pytest.mark.parametrize("eps, kappa", PARAMS, ids=IDS)
-def test_gradient_matches_finite_differences(eps, kappa, rng):
-    m = 6
-    th = levels(m)
-    R = rng.standard_normal((5, m)) * 1.5
-    R[1, 2] = np.nan
-    # the non-smooth losses: away from their kinks r = ±ε (and 0)
-    near = np.minimum(np.abs(np.abs(R) - eps), np.abs(R)) < 1e-3
-    R[near] += 0.05
-    loss = Pinball(epsilon=eps, kappa=kappa)
-    G = loss.grad(R, th)
-    assert np.all(G[np.isnan(R)] == 0)
-    h = 1e-6
-    for i, j in zip(*np.nonzero(~np.isnan(R)), strict=True):
-        Rp, Rm = R.copy(), R.copy()
-        Rp[i, j] += h
-        Rm[i, j] -= h
-        fd = (loss.curve_values(Rp, th)[i] - loss.curve_values(Rm, th)[i]) / (2 * h)
-        assert G[i, j] == pytest.approx(fd, rel=1e-6, abs=1e-9), (i, j)
-
-
 def test_gradient_of_the_plain_pinball_is_mathmd_section_6():
     """G = (θ_j − 1{r < 0}) / m (MATH.md §6), including a residual of exactly 0 (subgradient θ)."""
     th = np.array([0.1, 0.5, 0.9])
@@ -124,45 +106,12 @@ def test_dual_penalty_is_the_conjugate_and_its_domain_is_the_box(eps, kappa, th)
 
 
 @pytest.mark.parametrize("eps, kappa", PARAMS, ids=IDS)
-@pytest.mark.parametrize("gamma", [0.05, 1.0, 7.0])
-def test_moreau_decomposition(eps, kappa, gamma, rng):
-    """prox_{γψ}(u) + γ prox_{ψ*/γ}(u/γ) = u, with ψ* = ℓ_θ (the pointwise loss) and its prox found numerically."""
-    m = 5
-    th = levels(m)
-    U = rng.standard_normal((4, m)) * rng.uniform(0.1, 4, size=(4, 1))
-    loss = Pinball(epsilon=eps, kappa=kappa)
-    P = loss.prox_dual(U, gamma, th)
-    Q = np.empty_like(U)
-    for (i, j), u in np.ndenumerate(U):
-        v = u / gamma
-        res = minimize_scalar(
-            lambda z, v=v, t=th[j]: ref_pointwise(z, t, eps, kappa) / gamma + 0.5 * (z - v) ** 2,
-            bounds=(v - 1 / gamma - 10, v + 1 / gamma + 10),  # the prox moves v by at most max(θ, 1 − θ)/γ
-            method="bounded",
-            options={"xatol": 1e-12},
-        )
-        Q[i, j] = res.x
-    np.testing.assert_allclose(P + gamma * Q, U, atol=1e-8)
-
-
-@pytest.mark.parametrize("eps, kappa", PARAMS, ids=IDS)
-def test_prox_minimises_its_objective_and_step_zero_projects_on_the_box(eps, kappa, rng):
-    m = 6
-    th = levels(m)
-    U = rng.standard_normal((5, m)) * 2
-    loss = Pinball(epsilon=eps, kappa=kappa)
-    gamma = 0.7
-    P = loss.prox_dual(U, gamma, th)
-
-    def obj(Q):
-        return gamma * loss.dual_penalty(Q, th) + 0.5 * np.sum((Q - U) ** 2)
-
-    f0 = obj(P)
-    assert np.isfinite(f0)
-    for scale in (1e-4, 1e-2, 0.3):
-        for _ in range(20):
-            assert obj(P + scale * rng.standard_normal(U.shape)) >= f0 - 1e-12
-    np.testing.assert_array_equal(loss.prox_dual(U, 0.0, th), np.clip(U, th - 1, th))
+def test_step_zero_projects_on_the_box(eps, kappa, rng):
+    """A prox step of 0 is the projection on the box θ − 1 ≤ A ≤ θ of (D_q), whatever ε and κ (the prox's
+    optimality, Moreau's identity and the conjugate pair are tested for every loss in tests/test_losses.py)."""
+    th = levels(6)
+    U = rng.standard_normal((5, 6)) * 2
+    np.testing.assert_array_equal(Pinball(epsilon=eps, kappa=kappa).prox_dual(U, 0.0, th), np.clip(U, th - 1, th))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -290,9 +239,8 @@ def test_levels_are_required_and_checked():
         Pinball().prox_dual(R, 1.0, [0.2, 0.5, 1.5])
 
 
-def test_spec_round_trip_and_flags():
+def test_flags():
+    """Spec round trip, gradient, conjugate pair and prox: tests/test_losses.py, for every loss."""
     loss = Pinball(epsilon=0.1, kappa=0.2)
-    assert isinstance(loss, Loss) and loss_from_spec(loss.to_spec()) == loss
-    assert hash(loss) == hash(Pinball(epsilon=0.1, kappa=0.2))
     assert loss.integral and loss.needs_levels and loss.dual_quadratic == 0 and not loss.supports_eigen
     assert not loss.is_square

@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import norm
 
 from rffor import QuantileFunctionRegressor, load
-from rffor.chunked import ArrayData, ExpandedTargets
+from rffor.chunked import ArrayData
 from rffor.features import ExactOutputFactor, RandomFourierFeatures, RandomOutputFeatures
 from rffor.kernels import Gaussian
 from rffor.levels import NormalOffset, draw_levels, gauss_legendre_levels, sobol_stream
@@ -48,22 +48,6 @@ def test_output_features_and_derivatives_off_the_grid(kind):
     h = 1e-5
     fd = (phi.transform(theta + h) - phi.transform(theta - h)) / (2 * h)
     np.testing.assert_allclose(phi.derivative(theta), fd, rtol=1e-5, atol=1e-5 * np.abs(fd).max())
-
-
-def test_expanded_targets_are_constant_curves_minus_the_offset():
-    X, y, _ = sine(50, 0)
-    base = ArrayData(X, y[:, None], chunk_rows=16)
-    levels = np.array([0.1, 0.5, 0.9])
-    view = ExpandedTargets(base, levels, np.array([-1.0, 0.0, 2.0]))
-    assert (view.n, view.d, view.m, view.n_chunks) == (50, 1, 3, 4)
-    np.testing.assert_array_equal(view.theta, levels)
-    _, Y = view.chunk(1)
-    np.testing.assert_array_equal(Y, y[16:32, None] - [-1.0, 0.0, 2.0])
-    sub = view.subset([2])
-    np.testing.assert_array_equal(sub.chunk(2)[1], view.chunk(2)[1])
-    assert sub.base.chunk(2)[1].shape == (16, 1)
-    with pytest.raises(ValueError, match="m = 1"):
-        ExpandedTargets(view, levels, np.zeros(3))
 
 
 def test_level_draws():
@@ -227,7 +211,7 @@ def test_level_sampling_options_are_checked():
     from rffor.solvers.rff import fit_rff
 
     X, y, _ = sine(40, 6)
-    with pytest.raises(ValueError, match="ExpandedTargets"):
+    with pytest.raises(ValueError, match="QuantileLevels"):
         fit_rff((X, y[:, None]), loss=Pinball(), kernel_x=Gaussian(1.0), kernel_theta=Gaussian(1.0), lam=1e-3,
                 level_sampling="uniform")  # fmt: skip
     with pytest.raises(ValueError, match="output_features"):

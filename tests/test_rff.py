@@ -18,22 +18,16 @@ from rffor.executor import SerialExecutor
 from rffor.features import ExactOutputFactor, RandomFourierFeatures
 from rffor.kernels import Gaussian, Laplacian
 from rffor.losses import EpsilonInsensitive, Huber, Square
+from rffor.outputs import output_gram
+from rffor.settings import RFSettings
 from rffor.solvers.closed_form import sylvester_kernel
 from rffor.solvers.dsgd import SGDState
-from rffor.solvers.rff import (
-    FeatureSums,
-    FitMaps,
-    RoundPlan,
-    average_states,
-    closed_form_from_sums,
-    feature_sums,
-    fit_rff,
-    make_feature_maps,
-    objective,
-    output_gram,
-    reweighted_closed_form,
-    square_objective_from_sums,
-)
+from rffor.solvers.maps import FitMaps, make_feature_maps
+from rffor.solvers.prediction import objective
+from rffor.solvers.rff import fit_rff
+from rffor.solvers.round_plan import RoundPlan, average_states
+from rffor.solvers.sums import FeatureSums, closed_form_from_sums, feature_sums, square_objective_from_sums
+from rffor.solvers.warm_start import reweighted_closed_form
 
 # one BLAS thread: on a busy 2-core machine OpenBLAS threads spin-wait (an eigh of 1000 x 1000 took 14 s, not 0.15)
 pytestmark = pytest.mark.usefixtures("single_blas_thread")
@@ -54,29 +48,6 @@ def store(synth, tmp_path_factory):
     """The training data in a Zarr store with 4 chunks (160, 160, 160, 120 rows)."""
     path = tmp_path_factory.mktemp("rff") / "train.zarr"
     return rffor.data.write(path, synth.X_train, synth.Y_train, synth.theta, chunks=160)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# ArrayData
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def test_array_data_interface(synth, store):
-    a = ArrayData(synth.X_train, synth.Y_train, synth.theta, chunk_rows=160)
-    assert (a.n, a.d, a.m, a.n_chunks, a.chunk_rows) == (600, 20, 30, 4, 160)
-    for P in (1, 2, 3, 4, 7):
-        assert a.partition(P) == store.partition(P)
-    X3, Y3 = a.chunk(3)
-    assert X3.shape == (120, 20) and Y3.shape == (120, 30)
-    assert [i for i, _, _ in a.iter_chunks([2, 0])] == [2, 0]
-    assert np.array_equal(a.theta, synth.theta)
-    assert ArrayData(synth.X_train, synth.Y_train).chunk_rows == 600
-    with pytest.raises(ValueError, match="chunk_rows"):
-        ArrayData(synth.X_train, synth.Y_train, chunk_rows=0)
-    with pytest.raises(ValueError, match="same number of rows"):
-        ArrayData(synth.X_train, synth.Y_train[:5])
-    with pytest.raises(IndexError):
-        a.chunk(4)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -295,7 +266,10 @@ def test_one_partition_rounds_replay(synth):
 
 
 def _maps(data, dtype="float32"):
-    return make_feature_maps(data.d, data.theta, 0, kernel_x=KX, kernel_theta=KT, n_features_x=100, dtype=dtype)
+    """``(φ_X, φ_Θ, Φ_Θ, C_Θ)`` as fit_rff builds them for random Fourier features."""
+    settings = RFSettings(n_features_x=100, input_features="rff", dtype=dtype)
+    phi_x, out = make_feature_maps(data.d, data.theta, 0, kernel_x=KX, kernel_theta=KT, settings=settings)
+    return phi_x, out.features, out.Phi_theta, out.C_theta
 
 
 def _warm_start(data, loss):
@@ -368,8 +342,8 @@ class _ShippingExecutor(SerialExecutor):
     def __init__(self):
         self.labels, self.shared = [], []
 
-    def open(self, data, n_partitions=None):
-        outer = super().open(data, n_partitions)
+    def open(self, data, n_partitions=None, *, split_every=None, partitions_per="thread"):
+        outer = super().open(data, n_partitions, split_every=split_every, partitions_per=partitions_per)
         executor = self
 
         class _Session:
@@ -388,6 +362,9 @@ class _ShippingExecutor(SerialExecutor):
             def release(self, handle):
                 pass
 
+            def over(self, other):  # passes over row pieces of a sample: the same shipping rules
+                return executor.open(other, len(self.partitions))
+
             def map(self, fn, *args, chunks=None, label=""):
                 executor.labels.append(label)
                 parts = [data.subset(p) for p in self.partitions]  # what is shipped of in-memory data
@@ -397,10 +374,10 @@ class _ShippingExecutor(SerialExecutor):
                 ]
                 return pickle.loads(pickle.dumps(out))
 
-            def reduce(self, fn, *args, chunks=None, label=""):
-                from rffor.executor import sum_in_order
+            def reduce(self, fn, *args, chunks=None, label="", combine=None):
+                from rffor.executor import tree_fold
 
-                return sum_in_order(self.map(fn, *args, chunks=chunks, label=label))
+                return tree_fold(self.map(fn, *args, chunks=chunks, label=label), self.inner.split_every, combine)[0]
 
         return _Session()
 

@@ -2,32 +2,49 @@
 
 What crosses the network
 ------------------------
-- Once per fit, scattered with ``client.scatter(..., hash=False)``: the data of each partition when the workers
-  cannot read it themselves (in-memory arrays: each partition's rows, once), the feature maps (input frequencies
-  are not pickled: each worker redraws them from their seed), and the round plan (SGD configuration with the
-  preconditioner, output features on the grid). A Zarr :class:`rffor.data.Dataset` is a small description: every
-  task opens the store where it runs and reads only its partition's chunks; the driver reads metadata only.
-- Once per round: the DSGD state (B, in the fit's dtype, and its running average B_avg in float64, plus the step
-  counter) to the workers, and each partition's state back.
-- Once per map-reduce pass (closed form, warm start, reweighting): the current B when the pass needs it, to the
-  workers, and each partition's sums (a D_x × D_x and a D_x × D_θ matrix) back to the driver, which adds them in
-  partition order.
+- Once per fit, scattered with ``client.scatter(..., hash=False)`` to one worker and broadcast from there by a tree
+  (below): the data of each partition when the workers cannot read it themselves (in-memory arrays: each
+  partition's rows, once, not broadcast), the feature maps (input frequencies are not pickled: each worker redraws
+  them from their seed), and the round plan (SGD configuration with the preconditioner, output features on the
+  grid). A Zarr :class:`rffor.data.Dataset` is a small description: every task opens the store where it runs and
+  reads only its partition's chunks; the driver reads metadata only.
+- Once per round (``map``): the DSGD state to the workers, and each partition's state back to the driver.
+- Once per reduce (closed form, warm start, reweighting, gradient passes): the current B when the pass needs it,
+  to the workers; the partitions' partials merge on the workers by the fixed tree of
+  :func:`rffor.executor.tree_fold` (fan-in ``split_every``) and the driver receives the root alone: one partial
+  per pass whatever P, no merge on the driver. The driver sends one task message per partition and per merge.
 
-Shipped objects travel as one in-band pickle each (:class:`_Packed`), so that their arrays are fresh, aligned
-allocations on the worker: BLAS then computes the driver's bits. Tasks carry keys
-``<name>-<label>-p<partition>-a<attempt>`` (rounds: label ``round-<r+1>``). A scattered object lives
-on one worker; the other workers fetch it from there when their task starts. (``broadcast=True`` replicates it
-from the scheduler instead, but a worker killed during the replication made distributed 2026.8 retry the dead
-address until the key was released: the round hung.) Tasks of a store-backed fit are spread over the worker
-threads by soft placement hints (a task whose worker is gone runs elsewhere; never a hard pin, DASK_NOTES.md);
-in-memory partitions' tasks follow their data.
+Shipped objects and merge inputs travel as one in-band pickle each (:class:`_Packed`), so that their arrays are
+fresh, aligned allocations on the worker: BLAS then computes the driver's bits. Tasks carry keys
+``<name>-<pass>-<label>-p<partition>-a<attempt>`` (rounds: label ``round-<r+1>``), merges
+``…-<label>-t<level>.<group>-a<attempt>``, broadcast copies ``<name>-share<object>.<generation>-w<node>``.
+
+Broadcast: a scattered object lives on one worker. Rather than every worker fetching it from there, copy tasks
+(:func:`_copy`) form a tree of fan-out ``broadcast_fanout`` over the workers a pass uses: each copy is fetched
+from the copy one level up, so no worker serves more than b fetches and the object reaches W workers in
+ceil(log_b W) hops, without the driver (:meth:`_DaskSession._broadcast`). Copies are tasks, so the scheduler
+recomputes one lost with its worker. (``client.scatter(broadcast=True)`` replicates from the scheduler instead, but a
+worker killed during the replication made distributed 2026.8 retry the dead address until the key was released:
+the round hung; ``client.replicate`` is a blocking scheduler call with the same transfers.)
+
+Tasks per pass: with ``partitions_per="thread"`` on workers of several threads (a multiple of ``split_every``), each
+group of ``split_every`` consecutive partitions (the tree's first level) runs as one task on a pool of its worker's
+threads (:func:`_group_leaf`), folded in partition order as the tree's merge would: a pass has P / s leaf tasks, the
+same bits. With ``partitions_per="worker"`` a worker runs one task per pass whose chunks its threads share
+(:func:`_pooled_leaf`, :func:`rffor.executor.fold_chunks`).
+
+Placement: tasks of a store-backed fit go to the worker threads in contiguous blocks of partitions by soft hints
+(a task whose worker is gone runs elsewhere; never a hard pin, DASK_NOTES.md), so that a merge group's inputs
+mostly share a worker; in-memory partitions' tasks follow their data; a merge is hinted to the worker most of
+its inputs were placed on.
 
 Failures
 --------
 One helper (:meth:`_DaskSession._run`) runs every pass with the same rules:
 
 - a task lost with its worker (``KilledWorker``, a cancelled future, lost scattered data, a comm error with the
-  scheduler still connected): the whole pass is rerun from the same inputs (shared objects whose worker died are
+  scheduler still connected): tasks and merges whose inputs survive are recomputed by the scheduler itself; else
+  the whole pass is rerun from the same inputs (shared objects whose worker died are
   scattered again), up to ``round_retries`` times (Dask config ``rffor.round-retries``, 3); results are
   bit-identical to an undisturbed run; then :class:`~rffor.executor.RoundFailedError`;
 - the scheduler lost (the client is no longer connected): :class:`~rffor.executor.SchedulerLostError` at once, no
@@ -58,22 +75,35 @@ import pickle
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError as _CFCancelledError
 from dataclasses import dataclass
 from typing import Any
 
 from . import (
+    SPLIT_EVERY,
+    IdleWorkersWarning,
+    PassStats,
     RoundFailedError,
     RoundTimeoutError,
     SchedulerLostError,
     SchedulerUnreachableError,
+    check_partitions_per,
+    check_split_every,
+    fold_chunks,
+    fold_group,
+    idle_message,
+    is_chunkwise,
     select_chunks,
-    sum_in_order,
+    tree_levels,
     usable_cpus,
 )
 
-__all__ = ["DaskExecutor", "configure_dask", "dask_config_path", "connect"]
+__all__ = ["DaskExecutor", "configure_dask", "dask_config_path", "connect", "wire_bytes", "BROADCAST_FANOUT"]
+
+#: Default fan-out of the broadcast tree of a shared object: each worker serves at most this many copies
+#: (distributed's ``replicate`` uses 2 too); the object reaches W workers in ceil(log_b W) hops.
+BROADCAST_FANOUT = 2
 
 logger = logging.getLogger("rffor")
 
@@ -300,6 +330,11 @@ class DaskExecutor:
         ``rffor.connect-timeout`` (``rffor/dask.yaml``).
     round_retries : int, optional
         Reruns of a pass whose tasks were lost with a worker (default Dask config ``rffor.round-retries``, 3).
+    split_every : int >= 2, optional
+        Fan-in of the merge tree of a reduce (default :data:`rffor.executor.SPLIT_EVERY`, 8); a fit gives the
+        serial executor's bits when both use the same value.
+    broadcast_fanout : int >= 1, optional
+        Fan-out of the broadcast tree of shared objects (default :data:`BROADCAST_FANOUT`, 2).
     progress : rffor.progress.Progress, optional
         Where retries are reported (set by the fit).
     """
@@ -314,6 +349,8 @@ class DaskExecutor:
         round_timeout: float | str | None = None,
         connect_timeout: float | str | None = None,
         round_retries: int | None = None,
+        split_every: int | None = None,
+        broadcast_fanout: int | None = None,
         progress=None,
     ):
         if client is not None and scheduler_address is not None:
@@ -325,6 +362,11 @@ class DaskExecutor:
         self.round_timeout = _config_seconds("round-timeout", round_timeout)
         self.connect_timeout = connect_timeout
         self.round_retries = _config_int("round-retries", round_retries)
+        self.split_every = check_split_every(SPLIT_EVERY if split_every is None else split_every)
+        fanout = BROADCAST_FANOUT if broadcast_fanout is None else broadcast_fanout
+        if isinstance(fanout, bool) or not isinstance(fanout, numbers.Integral) or fanout < 1:
+            raise ValueError(f"broadcast_fanout must be an integer >= 1, got {broadcast_fanout!r}")
+        self.broadcast_fanout = int(fanout)
         self.progress = progress
 
     @property
@@ -339,12 +381,23 @@ class DaskExecutor:
         return f"DaskExecutor({self.description})"
 
     @contextlib.contextmanager
-    def open(self, data, n_partitions: int | None = None) -> Iterator[_DaskSession]:
+    def open(
+        self,
+        data,
+        n_partitions: int | None = None,
+        *,
+        split_every: int | None = None,
+        partitions_per: str = "thread",
+    ) -> Iterator[_DaskSession]:
         """Connect (or start the embedded cluster), split the data into partitions and ship what must be shipped.
 
-        P = ``n_partitions``, or the number of worker threads of the cluster (embedded: one worker per usable CPU,
-        at most one per chunk).
+        P = ``n_partitions``, or the number of worker threads of the cluster (``partitions_per="thread"``), or of
+        its workers (``"worker"``: a worker's T threads share each task's chunks, :func:`rffor.executor.fold_chunks`);
+        embedded: one worker per usable CPU, at most one per chunk. Reductions merge by a tree of fan-in
+        ``split_every`` (default the executor's). Warns (:class:`~rffor.executor.IdleWorkersWarning`) when workers
+        or threads would stay idle in every pass.
         """
+        layout = check_partitions_per(partitions_per)
         n_workers = self.n_workers
         if n_workers is None and self.client is None and self.scheduler_address is None:
             n_workers = max(1, min(usable_cpus(), n_partitions or data.n_chunks, data.n_chunks))
@@ -367,8 +420,11 @@ class DaskExecutor:
                         f"(rffor.connect-timeout): start workers (dask worker {conn.client.scheduler.address})"
                     ) from None
                 threads = _total_threads(conn.client)
-            partitions = data.partition(n_partitions or threads)
-            session = _DaskSession(self, conn, data, partitions, threads)
+            workers = len(conn.client.nthreads())
+            partitions = data.partition(n_partitions or (threads if layout == "thread" else workers))
+            session = _DaskSession(self, conn, data, partitions, threads, layout)
+            if split_every is not None:
+                session.split_every = check_split_every(split_every)
             try:
                 yield session
             finally:
@@ -419,57 +475,229 @@ def _task(fn, part, p, chunk_ids, *args):
     return fn(part.unpack() if isinstance(part, _Packed) else part, p, chunk_ids, *unpacked)
 
 
+def _leaf(fn, part, p, chunk_ids, *args):
+    """A leaf of a reduce: :func:`_task`'s result packed in band (a merge on another worker unpacks fresh arrays)."""
+    result = _task(fn, part, p, chunk_ids, *args)
+    return None if result is None else _Packed(result)
+
+
+def _pooled_leaf(fn, combine, split_every, part, p, chunk_ids, *args):
+    """A leaf of a chunkwise reduce with ``partitions_per="worker"``: the partition's chunks shared among this
+    worker's threads, their results merged by the fixed tree over the chunks (:func:`rffor.executor.fold_chunks`),
+    packed."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    threads = getattr(worker, "nthreads", None) or worker.state.nthreads
+    unpacked = tuple(a.unpack() if isinstance(a, _Packed) else a for a in args)
+    part = part.unpack() if isinstance(part, _Packed) else part
+    result = fold_chunks(fn, part, p, chunk_ids, unpacked, combine, int(threads), split_every)
+    return None if result is None else _Packed(result)
+
+
+def _group_leaf(fn, combine, parts, ps, chunk_ids, *args):
+    """A first-level node of the merge tree as one task: its partitions' results computed on a pool of this worker's
+    threads (one BLAS thread each) and folded left to right, as a merge task would fold them, packed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed import get_worker
+
+    from . import one_blas_thread
+
+    worker = get_worker()
+    threads = int(getattr(worker, "nthreads", None) or worker.state.nthreads)
+    unpacked = tuple(a.unpack() if isinstance(a, _Packed) else a for a in args)
+    parts = [part.unpack() if isinstance(part, _Packed) else part for part in parts]
+
+    def one(k):
+        return fn(parts[k], ps[k], chunk_ids[k], *unpacked)
+
+    with one_blas_thread(), ThreadPoolExecutor(max(1, min(threads, len(ps))), thread_name_prefix="rffor-part") as pool:
+        total = fold_group(pool.map(one, range(len(ps))), combine)
+    return None if total is None else _Packed(total)
+
+
+def _merge(combine, *children):
+    """A node of the merge tree: its children (packed results or None) folded left to right, packed again (each
+    child unpacked when its turn comes: two unpacked partials at a time)."""
+    total = fold_group((c.unpack() for c in children if c is not None), combine)
+    return None if total is None else _Packed(total)
+
+
+def _copy(obj):
+    """A node of a broadcast tree: the object fetched from the parent node, kept on this worker."""
+    return obj
+
+
+def wire_bytes(scheduler_address: str) -> tuple[int, int] | None:
+    """Bytes this process sent and received so far on its TCP connections to ``scheduler_address``, as the kernel
+    counts them (``TCP_INFO``: ``tcpi_bytes_acked``, ``tcpi_bytes_received``), or None when not measurable (not
+    Linux, an ``inproc://`` scheduler, no such connection).
+
+    A driver's client talks to the scheduler only (results are gathered and objects scattered through it), so these
+    are the driver's bytes on the network. Connections closed meanwhile are not counted.
+    """
+    import socket
+    import struct
+
+    m = re.match(r"^(?:tcp|tls)://\[?([^\]]+?)\]?:(\d+)$", str(scheduler_address))
+    if m is None or not hasattr(socket, "TCP_INFO") or not os.path.isdir("/proc/self/fd"):
+        return None
+    host, port = m.group(1), int(m.group(2))
+    sent = received = found = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                continue
+            fd = os.dup(int(name))
+        except OSError:
+            continue
+        try:
+            sock = socket.socket(fileno=fd)
+        except OSError:
+            os.close(fd)
+            continue
+        with sock:
+            try:
+                if sock.type != socket.SOCK_STREAM or sock.family not in (socket.AF_INET, socket.AF_INET6):
+                    continue
+                peer = sock.getpeername()
+                if peer[1] != port or peer[0] not in (host, f"::ffff:{host}"):
+                    continue
+                info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+            except OSError:
+                continue
+            if len(info) < 136:
+                continue
+            acked, got = struct.unpack_from("QQ", info, 120)
+            sent += acked
+            received += got
+            found += 1
+    return (sent, received) if found else None
+
+
+#: Statuses of a scattered object's future once its data is gone (scattered data is not recomputed: ship it again)
+_GONE = ("cancelled", "error", "lost")
+
+
 class _Handle:
-    """A shared object: the driver's copy and its future on the cluster (re-scattered if its worker dies)."""
+    """A shared object: the driver's copy, its future on the cluster (re-scattered if its worker dies), and the
+    copies of its broadcast tree (worker address → future of a :func:`_copy` task on that worker)."""
 
-    __slots__ = ("obj", "future")
+    __slots__ = ("obj", "future", "nbytes", "id", "gen", "order", "copies")
 
-    def __init__(self, obj, future):
+    def __init__(self, obj, future, nbytes: int, id: int):
         self.obj = obj
         self.future = future
+        self.nbytes = nbytes
+        self.id = id
+        self.gen = 0
+        self.order: list[str | None] = []  # node j of the tree: worker order[j]; node 0 holds the scattered object
+        self.copies: dict[str, Any] = {}
+
+    def futures(self) -> list:
+        return ([self.future] if self.future is not None else []) + list(self.copies.values())
+
+
+class _Layout:
+    """The data of a session's passes: its partitions and, for each, the handle of what its task reads (the dataset
+    itself when the workers read the store, else the partition's rows)."""
+
+    __slots__ = ("data", "partitions", "parts", "inline")
+
+    def __init__(self, data, partitions, parts, inline: bool):
+        self.data, self.partitions, self.parts, self.inline = data, partitions, parts, inline
 
 
 class _DaskSession:
-    def __init__(self, executor: DaskExecutor, conn: _Connection, data, partitions, threads: int):
+    def __init__(self, executor: DaskExecutor, conn: _Connection, data, partitions, threads: int, layout="thread"):
         self.executor = executor
         self.client = conn.client
-        self.partitions = partitions
-        self.description = f"{conn.description}, {threads} worker thread(s)"
+        self.split_every = executor.split_every
+        self.partitions_per = layout
+        self.description = f"{conn.description}, {threads} worker thread(s)" + (
+            ", one partition per worker" if layout == "worker" else ""
+        )
         self.name = f"rffor-{uuid.uuid4().hex[:8]}"
         self.pass_seconds: dict[str, list[float]] = {}
         self.reruns = 0
+        self.stats: list[PassStats] = []
         # task keys are unique per pass: a key reused while the scheduler still forgets the previous pass's (cancelled
         # at its end) gets the new task cancelled too ("reason: unknown"), seen with passes named alike
         self._passes = 0
         self._handles: list[_Handle] = []
-        self._inline = bool(data.workers_can_read)
-        # the data of partition p as its tasks receive it: the dataset itself (a small description whose tasks
-        # read the store where they run) or, for in-memory data, that partition's rows scattered once
-        self._parts = (
-            [self.share(data)] * len(partitions)
-            if self._inline
-            else [self.share(data.subset(part)) for part in partitions]
-        )
+        self._next_handle = 0
+        self._sent = 0  # payload bytes shipped since the previous pass ended
+        self._wire = wire_bytes(self.client.scheduler.address)
+        self._main = self._layout(data, partitions, "chunks")
+
+    @property
+    def partitions(self) -> list[list[int]]:
+        return self._main.partitions
+
+    def _layout(self, data, partitions, what: str) -> _Layout:
+        """The layout of passes over ``data`` in ``partitions``: the data of partition p as its tasks receive it (the
+        dataset itself, a small description whose tasks read the store where they run, broadcast like any shared
+        object, or, for in-memory data, that partition's rows scattered once); warns if workers would stay idle."""
+        inline = bool(data.workers_can_read)
+        parts = [self.share(data)] * len(partitions) if inline else [self.share(data.subset(g)) for g in partitions]
+        with contextlib.suppress(Exception):
+            nthreads = self.client.nthreads()
+            text = idle_message(
+                data.n_chunks, what, len(partitions), len(nthreads), sum(nthreads.values()), self.partitions_per
+            )
+            if text is not None:
+                import warnings
+
+                warnings.warn(text, IdleWorkersWarning, stacklevel=5)
+        return _Layout(data, partitions, parts, inline)
+
+    @contextlib.contextmanager
+    def over(self, data) -> Iterator[_SessionView]:
+        """A session over another chunked dataset (e.g. :class:`rffor.chunked.RowPieces` of a sample of this one's
+        rows) in ``data.partition(P)`` partitions, P this session's: the same connection, shared objects, tree and
+        statistics; what its tasks read is shipped once, released at the end."""
+        layout = self._layout(data, data.partition(len(self.partitions)), "row pieces")
+        try:
+            yield _SessionView(self, layout)
+        finally:
+            for h in {id(h): h for h in layout.parts}.values():
+                self.release(h)
 
     # ----------------------------------------------------------------------------------------- shipping
+    def _scatter(self, handle: _Handle) -> None:
+        packed = _Packed(handle.obj)
+        handle.nbytes = len(packed.blob)
+        handle.future = self.client.scatter(packed, hash=False)
+        self._sent += handle.nbytes
+
     def share(self, obj) -> _Handle:
+        handle = _Handle(obj, None, 0, self._next_handle)
+        self._next_handle += 1
         try:
-            future = self.client.scatter(_Packed(obj), hash=False)
+            self._scatter(handle)
         except _lost_exceptions() as exc:
             # a worker died while receiving it (e.g. killed right after the previous pass): the next pass's retry
             # helper scatters it again once a worker is there, or reports a lost scheduler
             if self._scheduler_lost():
                 raise self._lost_scheduler(exc) from exc
-            future = None
-        handle = _Handle(obj, future)
+            handle.future = None
         self._handles.append(handle)
         return handle
 
     def release(self, handle: _Handle) -> None:
         with contextlib.suppress(Exception):
-            self.client.cancel([handle.future])
+            self.client.cancel(handle.futures())
         with contextlib.suppress(ValueError):
             self._handles.remove(handle)
+
+    def _drop_copies(self, handle: _Handle) -> None:
+        if handle.copies:
+            with contextlib.suppress(Exception):
+                self.client.cancel(list(handle.copies.values()))
+        handle.copies = {}
+        handle.order = []
+        handle.gen += 1
 
     def _refresh(self) -> None:
         """Scatter again every shared object whose copy on the cluster was lost with its worker."""
@@ -478,30 +706,100 @@ class _DaskSession:
                 if h.future is not None:
                     with contextlib.suppress(Exception):
                         self.client.cancel([h.future])
-                h.future = self.client.scatter(_Packed(h.obj), hash=False)
+                self._drop_copies(h)
+                self._scatter(h)
+
+    def _broadcast(self, handles: list[_Handle], workers: list[str]) -> int:
+        """Make sure every worker of ``workers`` has a copy of each handle's object, made by a tree of copy tasks.
+
+        Node 0 of a handle's tree is its scattered object (on the worker that holds it), node j >= 1 a
+        :func:`_copy` task on worker ``order[j]`` fetching from node (j − 1) // b, b = ``broadcast_fanout``: every
+        worker serves at most b fetches, and the object reaches W workers in ceil(log_b W) hops with no round trip
+        to the driver. Copies are tasks: one lost with its worker is recomputed by the scheduler from its parent;
+        if the scattered object itself is lost, the pass fails as lost and reruns with the object scattered again
+        (:meth:`_refresh`) and a new tree. Trees of objects shared for the whole fit are kept and extended to new
+        workers; with W − 1 <= b the tasks fetch the scattered object directly (no copy tasks). Returns the copy
+        tasks submitted.
+        """
+        b = self.executor.broadcast_fanout
+        wanted = sorted(set(workers))
+        todo = []
+        for h in handles:
+            if any(f.status in ("cancelled", "error") for f in h.copies.values()):
+                self._drop_copies(h)
+            missing = [w for w in wanted if w not in h.copies and w not in h.order[:1]]
+            if h.future is not None and missing and len(set(h.order[1:]) | set(missing)) > b:
+                todo.append((h, missing))
+        if not todo:
+            return 0
+        holders: dict = {}
+        fresh = [h.future for h, _ in todo if not h.order]
+        if fresh:
+            with contextlib.suppress(Exception):
+                holders = self.client.who_has(fresh)
+        made = 0
+        for h, missing in todo:
+            if not h.order:
+                held = sorted(holders.get(h.future.key, ()))
+                h.order = [held[0] if held else None]
+                missing = [w for w in missing if w != h.order[0]]
+            for w in missing:
+                j = len(h.order)
+                h.order.append(w)
+                parent = (j - 1) // b
+                source = h.future if parent == 0 else h.copies[h.order[parent]]
+                h.copies[w] = self.client.submit(
+                    _copy,
+                    source,
+                    key=f"{self.name}-share{h.id}.{h.gen}-w{j}",
+                    pure=False,
+                    workers=[w],
+                    allow_other_workers=True,
+                )
+                made += 1
+        return made
 
     def close(self) -> None:
-        futures = [h.future for h in self._handles if h.future is not None]
+        futures = [f for h in self._handles for f in h.futures()]
         self._handles = []
         if futures:
             with contextlib.suppress(Exception):
                 self.client.cancel(futures)
 
     # ----------------------------------------------------------------------------------------- passes
-    def map(self, fn, *args, chunks=None, label: str = "pass") -> list:
-        selected = select_chunks(self.partitions, chunks)
-        return self._run(fn, args, selected, label)
+    def map(self, fn, *args, chunks=None, label: str = "pass", _layout=None) -> list:
+        layout = _layout or self._main
+        return self._run(fn, args, select_chunks(layout.partitions, chunks), label, None, layout)
 
-    def reduce(self, fn, *args, chunks=None, label: str = "sums"):
-        return sum_in_order(self.map(fn, *args, chunks=chunks, label=label))
+    def reduce(
+        self,
+        fn,
+        *args,
+        chunks=None,
+        label: str = "sums",
+        split_every: int | None = None,
+        combine: Callable | None = None,
+        _layout=None,
+    ):
+        """The results of :meth:`map` merged on the workers by the tree of :func:`rffor.executor.tree_fold`.
+
+        Merge tasks depend on their children (no round trip to the driver between levels), are placed by soft hints
+        next to most of their inputs, and only the root comes back to the driver. A worker lost during the pass
+        (leaves or merges) reruns the pass from the same inputs, with the same tree: the same bits.
+        """
+        s = self.split_every if split_every is None else check_split_every(split_every)
+        layout = _layout or self._main
+        return self._run(fn, args, select_chunks(layout.partitions, chunks), label, (s, combine), layout)
 
     def _scheduler_lost(self) -> bool:
         return self.client.status != "running"
 
-    def _run(self, fn, args, selected: list[list[int]], label: str) -> list:
-        """One pass: a task per partition with chunks to process, rerun as a whole if tasks are lost."""
+    def _run(self, fn, args, selected: list[list[int]], label: str, tree, layout: _Layout) -> Any:
+        """One pass: a task per partition with chunks to process (and the merge tree of a reduce), rerun as a whole
+        if tasks are lost."""
         lost = _lost_exceptions()
         last: BaseException | None = None
+        tic = time.perf_counter()
         for attempt in range(self.executor.round_retries + 1):
             if attempt:
                 self.reruns += 1
@@ -509,7 +807,7 @@ class _DaskSession:
                     f"{label}: tasks lost with a worker ({type(last).__name__}: {last}); rerunning it from the same "
                     f"inputs (attempt {attempt + 1}/{self.executor.round_retries + 1})"
                 )
-            if attempt or any(h.future is None for h in self._handles):
+            if attempt or any(h.future is None or h.future.status in _GONE for h in self._handles):
                 try:
                     self.client.wait_for_workers(1, timeout=self.executor._timeout(self.pass_seconds))
                     self._refresh()
@@ -519,13 +817,24 @@ class _DaskSession:
                     last = exc
                     continue
             try:
-                return self._attempt(fn, args, selected, label, attempt)
+                value, stats = self._attempt(fn, args, selected, label, attempt, tree, layout)
             except RoundTimeoutError:
                 raise
             except lost as exc:
                 if self._scheduler_lost():
                     raise self._lost_scheduler(exc) from exc
                 last = exc
+                continue
+            stats.attempts = attempt + 1
+            stats.seconds = time.perf_counter() - tic
+            stats.payload_sent = self._sent
+            self._sent = 0
+            wire = wire_bytes(self.client.scheduler.address)
+            if wire is not None and self._wire is not None:
+                stats.wire_sent, stats.wire_received = wire[0] - self._wire[0], wire[1] - self._wire[1]
+            self._wire = wire
+            self.stats.append(stats)
+            return value
         raise RoundFailedError(
             f"{label} lost its tasks {self.executor.round_retries + 1} times (last: {type(last).__name__}: {last}); "
             "the cluster keeps losing workers"
@@ -537,73 +846,192 @@ class _DaskSession:
             f"{' '.join(str(exc).split())[:200]}"
         )
 
-    def _attempt(self, fn, args, selected, label: str, attempt: int) -> list:
+    def _leaf_workers(self, selected, layout: _Layout) -> list[str | None]:
+        """Where each partition's task should run (placement only, never results).
+
+        Store-backed partitions: the worker threads in contiguous blocks (partition p on slot p·T/P of the T
+        threads), so that the partitions a merge group covers mostly share a worker and merge without transfers
+        (and a partition meets its feature cache again every pass). A shared object lives on a single worker, and
+        locality alone would queue every task on it (measured: 2 workers, the second task started when the first
+        ended), hence explicit soft hints. In-memory partitions: the worker holding their scattered rows.
+        """
+        n = len(selected)
+        if layout.inline:
+            slots = self._worker_slots()
+            return [slots[p * len(slots) // n] if slots else None for p in range(n)]
+        parts = layout.parts
+        held: dict = {}
+        with contextlib.suppress(Exception):
+            held = self.client.who_has([parts[p].future for p in range(n) if parts[p].future is not None])
+        return [
+            (sorted(held.get(parts[p].future.key, ()) or [None])[0] if parts[p].future is not None else None)
+            for p in range(n)
+        ]
+
+    def _attempt(self, fn, args, selected, label: str, attempt: int, tree, layout: _Layout) -> tuple[Any, PassStats]:
         from distributed import wait
 
         client = self.client
         tic = time.perf_counter()
-        resolved = [a.future if isinstance(a, _Handle) else a for a in args]
-        # Where tasks go: a shared object lives on a single worker, and locality would queue every task of the pass
-        # on that worker (measured: 2 workers, the second task started when the first ended). So store-backed
-        # partitions are spread over the worker threads with soft hints (allow_other_workers: a task whose worker
-        # died runs elsewhere); in-memory partitions' tasks follow their scattered rows.
-        slots = self._worker_slots() if self._inline else []
+        n = len(selected)
+        name = f"{self.name}-{self._passes}-{label.replace(' ', '-')}"
+        where = self._leaf_workers(selected, layout)
+        shared = [a for a in args if isinstance(a, _Handle)] + ([layout.parts[0]] if layout.inline and n else [])
+        pooled = tree is not None and self.partitions_per == "worker" and is_chunkwise(fn)
+        fused = tree is not None and not pooled and layout.inline and self._fused_groups(tree[0])
+        copies = self._broadcast(shared, [w for p, w in enumerate(where) if selected[p] and w is not None])
+
+        def on(handle: _Handle, worker):
+            return handle.copies.get(worker, handle.future)
+
         futures: dict[int, Any] = {}
+        names: dict[int, str] = {}
+        merges: dict[tuple[int, int], Any] = {}
+        n_merges = depth = 0
+        levels = tree_levels(n, tree[0]) if tree is not None else []
         try:
+            if fused:  # the tree's first level as tasks: each runs its group's partitions on its worker's threads
+                s, combine = tree
+                nodes = []
+                for g, members in enumerate(levels[0] if levels else [range(n)]):
+                    live = [p for p in members if selected[p]]
+                    if not live:
+                        nodes.append((None, None))
+                        continue
+                    w = where[live[0]]
+                    hint = {"workers": [w], "allow_other_workers": True} if w is not None else {}
+                    futures[live[0]] = client.submit(
+                        _group_leaf,
+                        fn,
+                        combine,
+                        [on(layout.parts[p], w) for p in live],
+                        live,
+                        [selected[p] for p in live],
+                        *[on(a, w) if isinstance(a, _Handle) else a for a in args],
+                        key=f"{name}-g{g}-a{attempt}",
+                        pure=False,
+                        **hint,
+                    )
+                    names[live[0]] = f"partitions {live[0]}-{live[-1]}"
+                    n_merges += len(live) - 1
+                    nodes.append((futures[live[0]], w))
+                levels, first_level = levels[1:], 2
             for p, ids in enumerate(selected):
-                if not ids:
+                if not ids or fused:
                     continue
-                where = {"workers": [slots[p % len(slots)]], "allow_other_workers": True} if slots else {}
+                w = where[p]
+                hint = {"workers": [w], "allow_other_workers": True} if w is not None else {}
                 futures[p] = client.submit(
-                    _task,
-                    fn,
-                    self._parts[p].future,
+                    *((_pooled_leaf, fn, tree[1], tree[0]) if pooled else (_task if tree is None else _leaf, fn)),
+                    on(layout.parts[p], w),
                     p,
                     ids,
-                    *resolved,
-                    key=f"{self.name}-{self._passes}-{label.replace(' ', '-')}-p{p}-a{attempt}",
+                    *[on(a, w) if isinstance(a, _Handle) else a for a in args],
+                    key=f"{name}-p{p}-a{attempt}",
                     pure=False,
-                    **where,
+                    **hint,
                 )
+            root = None
+            if tree is not None:
+                s, combine = tree
+                depth = len(tree_levels(n, s))
+                if not fused:
+                    nodes, first_level = [(futures.get(p), where[p]) for p in range(n)], 1
+                for level, groups in enumerate(levels, start=first_level):
+                    up = []
+                    for g, members in enumerate(groups):
+                        children = [nodes[i] for i in members if nodes[i][0] is not None]
+                        if len(children) <= 1:
+                            up.append(children[0] if children else (None, None))
+                            continue
+                        w = _most_common([c[1] for c in children])
+                        hint = {"workers": [w], "allow_other_workers": True} if w is not None else {}
+                        f = client.submit(
+                            _merge,
+                            combine,
+                            *[c[0] for c in children],
+                            key=f"{name}-t{level}.{g}-a{attempt}",
+                            pure=False,
+                            **hint,
+                        )
+                        merges[(level, g)] = f
+                        n_merges += len(children) - 1
+                        up.append((f, w))
+                    nodes = up
+                root = nodes[0][0] if nodes else None
             timeout = self.executor._timeout(self.pass_seconds, label)
+            everything = list(futures.values()) + list(merges.values())
             try:
                 with client.as_current():  # distributed.wait uses the current client, not necessarily ours
-                    wait(list(futures.values()), timeout=timeout)
+                    wait(everything, timeout=timeout)
             except TimeoutError:
                 if self._scheduler_lost():
                     raise _CFCancelledError("the scheduler connection was lost") from None
-                raise RoundTimeoutError(self._hang_report(label, futures, timeout)) from None
-            for f in futures.values():  # a lost task is retried; a task's own error fails the fit
+                raise RoundTimeoutError(self._hang_report(label, futures, merges, timeout, names)) from None
+            for f in everything:  # leaves first: a lost task is retried; a task's own error fails the fit
                 if f.status == "cancelled":
                     raise _CFCancelledError(f"task {f.key} was cancelled (its worker or its input was lost)")
                 if f.status == "error":
                     f.result()  # raises the task's exception with its traceback
-            values = dict(zip(futures, client.gather(list(futures.values())), strict=True))
+            stats = PassStats(
+                label,
+                n,
+                sum(1 for ids in selected if ids),
+                len(futures) + len(merges) + copies,
+                depth=depth,
+                merges=n_merges,
+                broadcast_copies=copies,
+            )
+            if tree is None:
+                values = dict(zip(futures, client.gather(list(futures.values())), strict=True))
+                stats.payload_received = sum(_nbytes(v) for v in values.values())
+                result: Any = [values.get(p) for p in range(n)]
+            else:
+                packed = client.gather(root) if root is not None else None
+                stats.payload_received = len(packed.blob) if packed is not None else 0
+                result = packed.unpack() if packed is not None else None
         finally:
             with contextlib.suppress(Exception):
-                client.cancel(list(futures.values()))
+                client.cancel(list(futures.values()) + list(merges.values()))
         self._passes += 1
         self.pass_seconds.setdefault(_pass_kind(label), []).append(time.perf_counter() - tic)
-        return [values.get(p) for p in range(len(selected))]
+        return result, stats
 
     def _worker_slots(self) -> list[str]:
-        """Worker addresses, each repeated once per thread, in a fixed order (placement only, never results)."""
+        """Worker addresses, each repeated once per thread (once per worker with ``partitions_per="worker"``), in a
+        fixed order (placement only, never results)."""
         with contextlib.suppress(Exception):
             nthreads = self.client.nthreads()
-            return [w for w in sorted(nthreads) for _ in range(int(nthreads[w]))]
+            per = (lambda w: int(nthreads[w])) if self.partitions_per == "thread" else (lambda w: 1)
+            return [w for w in sorted(nthreads) for _ in range(per(w))]
         return []
 
-    def _hang_report(self, label: str, futures: dict, timeout: float) -> str:
-        pending = [(p, f) for p, f in futures.items() if f.status == "pending"]
+    def _fused_groups(self, s: int) -> bool:
+        """Whether a reduce runs its tree's first level as tasks (``partitions_per="thread"`` on workers whose
+        threads are a multiple of the fan-in s: a group of s consecutive partitions fills s of a worker's threads).
+        The results are those of the tree, merged in the same order: this changes the tasks, not the bits."""
+        if self.partitions_per != "thread":
+            return False
+        with contextlib.suppress(Exception):
+            counts = [int(t) for t in self.client.nthreads().values()]
+            return bool(counts) and all(t >= s and t % s == 0 for t in counts)
+        return False
+
+    def _hang_report(self, label: str, futures: dict, merges: dict, timeout: float, names=None) -> str:
         where = {}
         with contextlib.suppress(Exception):
             for worker, keys in self.client.processing().items():
                 for key in keys:
                     where[str(key)] = worker
         parts = []
-        for p, f in pending:
+        names = names or {}
+        for what, f in [(names.get(p, f"partition {p}"), f) for p, f in futures.items()] + [
+            (f"merge {level}.{g}", f) for (level, g), f in merges.items()
+        ]:
+            if f.status != "pending":
+                continue
             w = where.get(str(f.key))
-            parts.append(f"partition {p} " + (f"running on {w}" if w else "waiting for a worker"))
+            parts.append(f"{what} " + (f"running on {w}" if w else "waiting for a worker"))
         n_workers = "?"
         with contextlib.suppress(Exception):
             n_workers = len(self.client.scheduler_info()["workers"])
@@ -613,3 +1041,50 @@ class _DaskSession:
             f"checkpoint is intact (resume=True continues from it). Raise the limit with "
             f"dask.config.set({{'rffor.round-timeout': '1h'}}) if rounds are legitimately this long."
         )
+
+
+class _SessionView:
+    """A session over another dataset (:meth:`_DaskSession.over`): its own partitions, everything else the
+    session's."""
+
+    def __init__(self, session: _DaskSession, layout: _Layout):
+        self._session, self._layout = session, layout
+        self.partitions = layout.partitions
+        self.description = session.description
+        self.split_every = session.split_every
+        self.partitions_per = session.partitions_per
+
+    @property
+    def stats(self) -> list[PassStats]:
+        return self._session.stats
+
+    def share(self, obj) -> _Handle:
+        return self._session.share(obj)
+
+    def release(self, handle: _Handle) -> None:
+        self._session.release(handle)
+
+    def over(self, data):
+        return self._session.over(data)
+
+    def map(self, fn, *args, chunks=None, label: str = "pass") -> list:
+        return self._session.map(fn, *args, chunks=chunks, label=label, _layout=self._layout)
+
+    def reduce(self, fn, *args, chunks=None, label: str = "sums", split_every=None, combine=None):
+        return self._session.reduce(
+            fn, *args, chunks=chunks, label=label, split_every=split_every, combine=combine, _layout=self._layout
+        )
+
+
+def _most_common(workers: list) -> Any:
+    """The worker most of a merge's inputs were placed on (ties: the earliest child's)."""
+    counts: dict = {}
+    for w in workers:
+        counts[w] = counts.get(w, 0) + 1
+    return max(workers, key=lambda w: counts[w]) if workers else None
+
+
+def _nbytes(value) -> int:
+    from dask.sizeof import sizeof
+
+    return 0 if value is None else int(sizeof(value))

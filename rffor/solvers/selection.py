@@ -6,9 +6,9 @@ The route, inside :func:`rffor.solvers.rff.fit_rff`'s executor session (every pa
 data is; the driver only combines small matrices):
 
 1. rows are split by :class:`rffor.chunked.RowSplit`: about one in ``holdout`` held out, spread over every chunk;
-2. one pass: the closed-form sums (:class:`~rffor.solvers.rff.FeatureSums`) of the training rows and of the
-   held-out rows (:func:`split_sums_task`), of the raw outputs (``Φ_Xᵀ Y``, D_x × m), so that the sums of any
-   output feature map are one product on the driver (:meth:`~rffor.solvers.rff.FeatureSums.project`);
+2. one pass: the closed-form sums (:class:`~rffor.solvers.sums.FeatureSums`) of the training rows and of the
+   held-out rows (:func:`~rffor.solvers.sums.split_sums_task`), of the raw outputs (``Φ_Xᵀ Y``, D_x × m), so that
+   the sums of any output feature map are one product on the driver (:meth:`~rffor.solvers.sums.FeatureSums.project`);
 3. the training rows' sums are a TSQR factor ``[R | Z]`` of ``[Φ_X | Y]``; one SVD of R (the eigenbasis of the
    feature covariance C_X = RᵀR/n, :meth:`~rffor.solvers.mm.SquareMetric.from_sums`) gives the square-loss
    closed form of (P_rf) at any λ, and with any output kernel k_Θ, for one solve (MATH.md §5:
@@ -16,19 +16,20 @@ data is; the driver only combines small matrices):
 4. the λ grid's closed forms are scored together in one pass over the held-out rows (each held-out curve's MSE
    under every model, :func:`~rffor.solvers.mm.curve_errors_task`), by their **median** for a robust loss (paper
    000 §5.1: a minority of outlying validation curves does not move it) or their mean for the square loss;
-5. a **walk** along one hyperparameter from the best of them (:func:`select_hyperparameters`): step to the
-   neighbouring value of the grid (past its ends, further values at the grid's end ratio: a grid edge never wins
-   silently) and keep going while a step improves the held-out score by at least ``plateau`` (1%); if the first
-   step in one direction does not, try the other. The selected value has then been compared with both of its
-   neighbours, or the walk reached a hard bound (``Selection.at_bound``). Between values within 1% of each other
-   the walk keeps the one it reached first: the more regularised (larger λ) from the start value.
+5. a **walk** along one hyperparameter from the best of them, by the project's edge rule
+   (:func:`rffor.edge_rule.walk`): step to the neighbouring value of the grid (past its ends, further values at the
+   grid's end ratio: a grid edge never wins silently) and keep going while a step improves the held-out score by
+   at least ``plateau`` (1%); if the first step in one direction does not, try the other. The selected value has
+   then been compared with both of its neighbours (status "interior" or "flat", ``Selection.statuses``), or the
+   walk reached a hard bound (``Selection.at_bound``). Between values within 1% of each other the walk keeps the
+   one it reached first: the more regularised (larger λ) from the start value.
 6. robust losses: each candidate is fitted by accelerated majorize–minimize passes
    (:func:`~rffor.solvers.mm.mm_minimize`) warm-started at its neighbour's model, which costs a few passes where a
    start from the closed form costs tens;
 7. the loss's κ or ε and the output kernel's γ_Θ are walked the same way at the selected λ, then λ again
    (coordinate search, until no walk moves). A candidate with another γ_Θ has its own output factor (its Φ_Θ
    shared with the tasks once per γ_Θ; the input features the workers cached are reused) and starts from its
-   neighbour's model re-expressed in that factor (:meth:`~rffor.solvers.rff.OutputMap.coef_from`); its walk tries
+   neighbour's model re-expressed in that factor (:meth:`~rffor.outputs.OutputMap.coef_from`); its walk tries
    the larger γ_Θ first, whose factor keeps what the smaller one's holds, so that step costs a few passes. γ_Θ sets the
    smoothness along Θ: the given k_Θ may be smoother than the curves (every model is then held above the error of
    projecting the curves on its factor) or rougher than they need.
@@ -45,23 +46,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..chunked import RowSplit
-from ..losses import Loss
-from .mm import SquareMetric, curve_errors_task, grad_task, mm_minimize
+from ..edge_rule import PLATEAU, Axis, walk
+from ..executor import chunkwise
+from .maps import share_output_side
+from .mm import SquareMetric, concat_errors, curve_errors_task, grad_task, mm_minimize
+from .problem import RFProblem
+from .sums import SplitSums, split_sums_task, square_objective_from_sums
 
-__all__ = [
-    "DEFAULT_LAMS",
-    "Candidate",
-    "Selection",
-    "SplitSums",
-    "split_sums_task",
-    "both_sides_grad_task",
-    "select_hyperparameters",
-]
-
-#: the starting grid of ``lam="auto"``: decades 1e-2 … 1e-12 (features are normalised, ‖φ_X‖ ≤ 1, so the useful λ
-#: depends on the data's size and noise, not on its units), extended past an end by the walk
-DEFAULT_LAMS = tuple(10.0**-k for k in range(2, 13))
+__all__ = ["Candidate", "Selection", "select_hyperparameters", "param_axis"]
 
 #: hard bounds of the λ walk: above 1e2 every model is ~0 (‖φ‖ ≤ 1), below 1e-30 λ is below float64 rounding of
 #: every term of the normal equations
@@ -76,69 +68,14 @@ PARAM_RATIO = 10.0**0.5
 PARAM_RANGE = 1e12
 
 
-@dataclass
-class SplitSums:
-    """Closed-form sums of the two sides of a row split (``+`` adds them side by side: the reduce step)."""
-
-    train: object
-    held: object
-
-    def __add__(self, other: SplitSums) -> SplitSums:
-        return SplitSums(self.train + other.train, self.held + other.held)
-
-
-def split_sums_task(part, p: int, chunk_ids, maps, split: RowSplit) -> SplitSums:
-    """Closed-form sums of a partition's training rows and held-out rows (both read in one pass of its chunks).
-
-    Parameters
-    ----------
-    part : chunked dataset
-    p : int
-    chunk_ids : sequence of int
-    maps : FitMaps
-    split : RowSplit
-
-    Returns
-    -------
-    SplitSums
-        Two :class:`~rffor.solvers.rff.FeatureSums` of the raw outputs (``xy`` of shape (D_x, m)).
-    """
-    from .rff import feature_sums
-
-    chunks = [(i, X, Y) for i, X, Y in part.iter_chunks([int(i) for i in chunk_ids])]
-    sides = []
-    for held in (False, True):
-        view = split.side(held).view(_Chunks(part, chunks))
-        sides.append(feature_sums(view, maps.input_features, None, [i for i, _, _ in chunks], maps=maps))
-    return SplitSums(*sides)
-
-
-class _Chunks:
-    """Chunks already read, with the part of the chunked-data protocol a split view and feature_sums use."""
-
-    def __init__(self, data, chunks):
-        self.theta, self.m, self.d, self.chunk_rows = data.theta, data.m, data.d, data.chunk_rows
-        self._chunks = chunks
-        self.n_chunks = len(chunks)
-
-    def iter_chunks(self, chunk_ids=None, **_):
-        yield from self._chunks
-
-
-def _train_grad_task(part, p, chunk_ids, split: RowSplit, maps, B, loss):
+@chunkwise
+def _train_grad_task(part, p, chunk_ids, split, maps, B, loss):
     """:func:`~rffor.solvers.mm.grad_task` on the training side of the split of the partition's rows."""
     return grad_task(split.view(part), p, chunk_ids, maps, B, loss)
 
 
-def both_sides_grad_task(part, p, chunk_ids, split: RowSplit, maps, B, loss):
-    """:func:`~rffor.solvers.mm.grad_task` over all the partition's rows, summed side by side of the split: the
-    refit after a selection reads the features the selection's passes cached for each side."""
-    return _train_grad_task(part, p, chunk_ids, split.side(False), maps, B, loss) + _train_grad_task(
-        part, p, chunk_ids, split.side(True), maps, B, loss
-    )
-
-
-def _held_errors_task(part, p, chunk_ids, split: RowSplit, maps, Bs):
+@chunkwise
+def _held_errors_task(part, p, chunk_ids, split, maps, Bs):
     """:func:`~rffor.solvers.mm.curve_errors_task` on the held-out side of the split of the partition's rows."""
     return curve_errors_task(split.view(part), p, chunk_ids, maps, Bs)
 
@@ -182,7 +119,7 @@ class Candidate:
 
 @dataclass
 class _Output:
-    """One output kernel of a search: its :class:`~rffor.solvers.rff.OutputMap`, the fit's maps with its Φ_Θ as
+    """One output kernel of a search: its :class:`~rffor.outputs.OutputMap`, the fit's maps with its Φ_Θ as
     shared with the session, its square-loss metric (C_X's eigendecomposition shared) and its closed-form sums."""
 
     out: object
@@ -218,7 +155,7 @@ class Selection:
     n_train, n_held : int
         Rows on each side.
     sums : SplitSums
-        Of the raw outputs (``xy`` of shape (D_x, m)): :meth:`~rffor.solvers.rff.FeatureSums.project` by
+        Of the raw outputs (``xy`` of shape (D_x, m)): :meth:`~rffor.solvers.sums.FeatureSums.project` by
         ``output.Phi_theta`` gives the selected model's.
     output : OutputMap
         The selected candidate's output side (its k_Θ).
@@ -226,6 +163,8 @@ class Selection:
         The fit's maps with ``output.Phi_theta``, as shared with the session.
     gamma_searched : bool
         Whether k_Θ's γ was searched.
+    statuses : dict
+        The edge rule's status of each walked hyperparameter at its last walk (:mod:`rffor.edge_rule`).
     """
 
     candidates: list[Candidate]
@@ -241,6 +180,7 @@ class Selection:
     output: object = field(default=None, repr=False)
     maps: object = field(default=None, repr=False)
     gamma_searched: bool = False
+    statuses: dict = field(default_factory=dict)
 
     @property
     def lam(self) -> float:
@@ -284,111 +224,66 @@ class Selection:
             "log": list(self.log),
             "closed_forms": self.closed_forms,
             "at_bound": bool(self.at_bound),
+            "statuses": dict(self.statuses),
             "n_train": self.n_train,
             "n_held": self.n_held,
         }
 
 
-class _Axis:
-    """The values one hyperparameter may take: a sorted grid, continued past its ends by the ratio of its two
-    end values (``ratio`` for a one-value grid), inside ``bounds``."""
-
-    def __init__(self, grid, ratio: float, bounds: tuple[float, float]):
-        self.grid = sorted({float(v) for v in grid})
-        self.ratio, self.bounds = float(ratio), bounds
-
-    def step(self, v: float, direction: int) -> float | None:
-        """The neighbour of v below (direction -1) or above (+1): the next grid value inside the grid's range, the
-        end value times the k-th power of the end ratio outside it; None past a bound.
-
-        Values past the ends are a function of k alone (rounded to 12 digits: 1e-13, not 9.999999999999999e-14),
-        and grid values are returned as given, so that a step away and back returns the same float: the key of a
-        candidate already fitted."""
-        g = self.grid
-        lo = g[1] / g[0] if len(g) > 1 else self.ratio
-        hi = g[-1] / g[-2] if len(g) > 1 else self.ratio
-        if g[0] <= 0 or v <= 0:  # a zero parameter has no neighbours by ratio
-            return None
-        above_top = float(np.log(v / g[-1]) / np.log(hi))  # > 0: steps of hi past the top end
-        below_bottom = float(np.log(g[0] / v) / np.log(lo))  # > 0: steps of lo past the bottom end
-        if above_top > 1e-9 or (above_top > -1e-9 and direction > 0):
-            k = round(above_top) + direction
-            w = float(f"{g[-1] * hi**k:.12g}") if k > 0 else g[-1]
-        elif below_bottom > 1e-9 or (below_bottom > -1e-9 and direction < 0):
-            k = round(below_bottom) - direction
-            w = float(f"{g[0] / lo**k:.12g}") if k > 0 else g[0]
-        elif direction < 0:
-            w = [x for x in g if x < v * (1 - 1e-9)][-1]
-        else:
-            w = next(x for x in g if x > v * (1 + 1e-9))
-        return w if self.bounds[0] <= w <= self.bounds[1] else None
-
-
-def _param_axis(grid, start: float) -> _Axis:
-    return _Axis(grid, PARAM_RATIO, (start / PARAM_RANGE, start * PARAM_RANGE) if start > 0 else (0.0, np.inf))
+def param_axis(grid, start: float) -> Axis:
+    """The axis of a loss parameter or of k_Θ's bandwidth walked from ``start``: ``grid``'s values, half decades
+    (:data:`PARAM_RATIO`) past a one-value grid's ends, within :data:`PARAM_RANGE` of the start."""
+    grid = [float(v) for v in grid]
+    limits = (start / PARAM_RANGE, start * PARAM_RANGE) if start > 0 else (None, None)
+    return Axis(tuple(grid), step=PARAM_RATIO if len(set(grid)) == 1 else None, low=limits[0], high=limits[1])
 
 
 def select_hyperparameters(
     run,
-    maps,
-    output,
-    loss: Loss,
-    lams,
+    problem: RFProblem,
     *,
+    lams,
     params=None,
     gammas=None,
-    output_at=None,
-    m: int,
-    split: RowSplit,
-    tol: float,
-    max_passes: int,
-    plateau: float = 0.01,
+    plateau: float = PLATEAU,
     max_rounds: int = 3,
     chunks=None,
-    progress=None,
+    say=None,
 ) -> Selection:
     """Choose λ (and the loss's κ or ε when ``params`` is given, and k_Θ's γ when ``gammas`` is given) on the
-    held-out rows of ``split`` (module docstring).
+    held-out rows of ``problem.split`` (module docstring).
 
     Parameters
     ----------
     run : executor session
-    maps : handle of FitMaps (as shared with the session)
-        The fit's maps, whose Φ_Θ is ``output.Phi_theta``.
-    output : OutputMap
-        The fit's output side (k_Θ as given).
-    loss : Loss
-        The loss; with ``params``, its :attr:`~rffor.losses.Loss.param_name` is searched too, starting at the
-        loss's own value.
+    problem : RFProblem
+        The fit's problem: its maps (as shared with the session), output side (k_Θ as given), loss (with
+        ``params``, its :attr:`~rffor.losses.Loss.param_name` is searched too, starting at the loss's own value),
+        row split, and the MM stopping rule and pass budget of every candidate's fit (``settings.tol``,
+        ``settings.max_passes``).
     lams : sequence of float
         The starting λ grid (scored in closed form; the walk continues past its ends).
     params : sequence of float, optional
         The loss parameter's grid (a single value: the walk steps by :data:`PARAM_RATIO`).
     gammas : sequence of float, optional
-        The grid of k_Θ's γ, walked from ``output.kernel.gamma`` (a single value: by :data:`PARAM_RATIO`).
-    output_at : callable ``γ -> (OutputMap, maps handle)``
-        With ``gammas``: the output side of k_Θ with that γ and the fit's maps with its Φ_Θ, shared with the
-        session (called once per γ tried).
-    m : int
-        Grid size of the outputs.
-    split : RowSplit
-    tol, max_passes : float, int
-        MM stopping rule and pass budget of every candidate's fit.
+        The grid of k_Θ's bandwidth, walked from the problem's k_Θ (a single value: by :data:`PARAM_RATIO`); every
+        value gets its own output side (:func:`rffor.solvers.maps.share_output_side`).
     plateau : float, default 0.01
-        A step of a walk is taken only if it lowers the held-out score by at least this fraction.
+        A step of a walk is taken only if it lowers the held-out score by at least this fraction
+        (:func:`rffor.edge_rule.improves`).
     max_rounds : int, default 3
         Coordinate-search rounds (a walk of every searched hyperparameter) after the first λ walk, at most.
     chunks : sequence of int, optional
         Select on these chunks' rows only (both sides of the split); default all.
-    progress : rffor.progress.Progress, optional
+    say : callable, optional
+        Progress messages.
 
     Returns
     -------
     Selection
     """
-    say = progress.message if progress is not None else (lambda _: None)
-    if gammas is not None and output_at is None:
-        raise ValueError("gammas needs output_at (the output side of k_Θ at a given γ)")
+    say = say or (lambda _: None)
+    split, output, maps, loss, m = problem.split, problem.output, problem.maps, problem.loss, problem.m
     tic = time.perf_counter()
     sums = run.reduce(
         split_sums_task, maps, split, chunks=chunks, label="closed form sums (training and held-out rows)"
@@ -407,14 +302,14 @@ def select_hyperparameters(
         f"one SVD of the training rows' R factor on the driver ({time.perf_counter() - tic:.1f} s); held-out score: "
         f"the {score_name} over held-out curves of their MSE"
     )
-    train, held = split.side(False), split.side(True)
     param_name = loss.param_name if params is not None else None
     p0 = None if param_name is None else float(getattr(loss, param_name))
-    g0 = float(output.kernel.gamma)
-    search = _Search(run, metric, tr, m, loss, param_name, train, held, score_name, tol, max_passes, say)
-    search.plateau, search.chunks = float(plateau), chunks
+    kernel = output.kernel
+    # a k_Θ without a bandwidth (the identity of an explicit embedding) keys its candidates by 1
+    g0 = float(getattr(kernel, kernel.param_name)) if kernel.param_name else 1.0
+    search = _Search(run, problem, metric, tr, score_name, say)
+    search.param_name, search.plateau, search.chunks = param_name, float(plateau), chunks
     search.add_output(g0, output, maps)
-    search.output_at = output_at
 
     # every λ of the starting grid in closed form (the given k_Θ), scored in one pass over the held-out rows
     base = search.outputs[g0]
@@ -435,11 +330,11 @@ def select_hyperparameters(
     # (label, axis, direction of the first step): λ and κ/ε try the smaller value first; γ_Θ the larger one, whose
     # output factor spans about what the smaller one's does, so the neighbour's model carries over and the step
     # costs a few passes (a smaller γ_Θ drops directions of the model: tens of passes to re-converge)
-    axes = {"lam": ("λ", _Axis(grid, 10.0, LAM_BOUNDS), -1)}
+    axes = {"lam": ("λ", Axis(tuple(grid), step=None, low=LAM_BOUNDS[0], high=LAM_BOUNDS[1]), -1)}
     if param_name is not None:
-        axes["param"] = (param_name, _param_axis(params, p0), -1)
+        axes["param"] = (param_name, param_axis(params, p0), -1)
     if gammas is not None:
-        axes["gamma"] = ("γ_Θ", _param_axis(gammas, g0), +1)
+        axes["gamma"] = ("γ_Θ", param_axis(gammas, g0), +1)
 
     def along(name):
         def point(v):
@@ -483,6 +378,7 @@ def select_hyperparameters(
         output=chosen.out,
         maps=chosen.maps,
         gamma_searched=gammas is not None,
+        statuses=dict(search.statuses),
     )
 
 
@@ -490,18 +386,19 @@ class _Search:
     """The candidates of one selection: fitted on the training rows, scored on the held-out rows, memoised by
     ``(λ, param, γ_Θ)``."""
 
-    def __init__(self, run, metric, tr, m, loss, param_name, train, held, score_name, tol, max_passes, say):
-        self.run, self.metric, self.tr, self.m = run, metric, tr, m
-        self.loss, self.param_name = loss, param_name
-        self.train, self.held, self.score_name = train, held, score_name
-        self.tol, self.max_passes, self.say = tol, max_passes, say
-        self.plateau, self.chunks = 0.01, None
+    def __init__(self, run, problem: RFProblem, metric, tr, score_name: str, say):
+        self.run, self.problem, self.metric, self.tr, self.m = run, problem, metric, tr, problem.m
+        self.loss, self.param_name = problem.loss, None
+        self.train, self.held = problem.split.side(False), problem.split.side(True)
+        self.score_name, self.say = score_name, say
+        self.tol, self.max_passes = problem.settings.tol, problem.settings.max_passes
+        self.plateau, self.chunks = PLATEAU, None
         self.bounded: dict[str, bool] = {}
+        self.statuses: dict[str, str] = {}
         self.candidates: list[Candidate] = []
         self.index: dict[tuple, int] = {}
         self.log: list[str] = []
         self.outputs: dict[float, _Output] = {}
-        self.output_at = None
 
     def add_output(self, gamma: float, out, maps) -> _Output:
         o = _Output(out, maps, self.metric.with_output(out.C_theta), self.tr.project(out.Phi_theta))
@@ -509,10 +406,10 @@ class _Search:
         return o
 
     def output(self, gamma: float) -> _Output:
-        """The output side of k_Θ with this γ (built and shared with the session on first use)."""
+        """The output side of k_Θ with this bandwidth (built and shared with the session on first use)."""
         if gamma not in self.outputs:
             tic = time.perf_counter()
-            out, maps = self.output_at(gamma)
+            out, maps = share_output_side(self.run, self.problem, self.problem.output.kernel.with_param(gamma))
             self.add_output(gamma, out, maps)
             self.say(
                 f"selection: k_Θ = {out.kernel!r}: output factor of rank {out.n_features} on the grid, shared with "
@@ -524,17 +421,15 @@ class _Search:
         """Held-out scores of K models of one output side (one pass over the held-out rows)."""
         handle = self.run.share(np.ascontiguousarray(Bs))
         try:
-            errors = self.run.map(
-                _held_errors_task, self.held, o.maps, handle, chunks=self.chunks, label="held-out errors"
-            )
+            E = self.run.reduce(  # (K, held rows): every held-out row's errors, in row order
+                _held_errors_task, self.held, o.maps, handle, chunks=self.chunks, label="held-out errors",
+                combine=concat_errors,
+            )  # fmt: skip
         finally:
             self.run.release(handle)
-        E = np.concatenate([e for e in errors if e is not None], axis=1)  # (K, held rows)
         return np.median(E, axis=1) if self.score_name == "median" else np.mean(E, axis=1)
 
     def add(self, key, score, B, passes, objective=None, sums=None) -> int:
-        from .rff import square_objective_from_sums
-
         lam, param, gamma = key
         o = self.outputs[gamma]
         if objective is None:
@@ -588,34 +483,21 @@ class _Search:
 
         return gradient_pass
 
-    def walk(self, name: str, axis: _Axis, first: int, start: float, point) -> float:
-        """Walk along one hyperparameter from ``start`` (``point(v)`` is the candidate ``(λ, param, γ_Θ)`` at value
-        v) and return the value reached: a step to the next grid value is taken when it lowers the score by at
-        least ``plateau``; if the first step in direction ``first`` (-1: down, +1: up) does not, the walk goes the
-        other way. It ends with both grid neighbours of its value evaluated and neither better by ``plateau`` (or a
-        bound).
-        """
-        best = start
-        best_score = self.evaluate(point(start), warm=self._nearest(point(start)))
-        trail = []
-        for direction in (first, -first):
-            v = start
-            while True:
-                w = axis.step(v, direction)
-                if w is None:
-                    trail.append(f"{'down' if direction < 0 else 'up'}: a bound")
-                    break
-                s = self.evaluate(point(w), warm=self.candidates[self.index[point(v)]])
-                trail.append(f"{w:.3g}: {s:.4g}")
-                if s > best_score * (1 - self.plateau):
-                    break
-                best, best_score, v = w, s, w
-            if best != start:
-                break
-        self.log.append(f"{name} from {start:.3g}: " + ", ".join(trail) + f" → {best:.3g}")
-        self.bounded[name] = axis.step(best, -1) is None or axis.step(best, +1) is None
-        self.say(f"selection: {name} walk: {self.log[-1]}")
-        return best
+    def walk(self, name: str, axis: Axis, first: int, start: float, point) -> float:
+        """The edge rule's walk (:func:`rffor.edge_rule.walk`) along one hyperparameter from ``start``
+        (``point(v)`` is the candidate ``(λ, param, γ_Θ)`` at value v), every candidate fitted from the one it
+        steps from; returns the value reached."""
+
+        def score(v, came_from):
+            warm = self._nearest(point(v)) if came_from is None else self.candidates[self.index[point(came_from)]]
+            return self.evaluate(point(v), warm=warm)
+
+        w = walk(axis, start, score, first=first, plateau=self.plateau)
+        self.log.append(f"{name} from {start:.3g}: " + ", ".join(w.trail) + f" → {w.best:.3g}")
+        self.bounded[name] = w.at_limit
+        self.statuses[name] = w.status
+        self.say(f"selection: {name} walk: {self.log[-1]} ({w.status})")
+        return w.best
 
     def _nearest(self, key) -> Candidate:
         """A warm start for ``key``: the evaluated candidate closest to it in log-λ, log-param and log-γ_Θ."""

@@ -1,0 +1,379 @@
+"""The edge rule: how rffor chooses a hyperparameter on a grid, and how every method compared with it is chosen.
+
+A grid is a starting guess. A selection that lands on an edge of its grid means the grid was too narrow, so the
+grid is **extended past that edge** (a value past the end, at the grid's own ratio), and a value is only accepted
+where the score has been compared with both of its neighbours. One :class:`Axis` says what values a hyperparameter
+may take; one predicate says when a step is worth taking (:func:`improves`: the score falls by at least ``plateau``,
+1%); every selection ends with a status per axis:
+
+- ``"interior"``: both neighbours of the selected value were scored and neither is better;
+- ``"flat low"`` / ``"flat high"``: the neighbour on that side is better by less than ``plateau`` (the score is
+  flat there: extending further is not worth it);
+- ``"low limit"`` / ``"high limit"``: the selected value is at a natural limit of the axis (nothing exists past it);
+- ``"low edge"`` / ``"high edge"``: the search gave up extending that side while the score still improved (only
+  after ``max_widen`` extensions; callers warn or fail).
+
+Two searches share the axis, the predicate and the statuses:
+
+- :func:`walk`, for candidates that cost a fit each (the held-out selection of the random-feature path,
+  :mod:`rffor.solvers.selection`): from a start value, step to the neighbouring value while a step improves the
+  score; if the first step in one direction does not, try the other;
+- :func:`select_widening`, for candidates scored in batches (K-fold cross-validation of the exact path,
+  :mod:`rffor.model_selection`, and of every baseline in ``benchmarks/``): the product of the axes' grids is scored,
+  and an axis whose selection sits at an end gets one more value past it, until every axis is interior, flat or at
+  a limit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["PLATEAU", "Axis", "improves", "walk", "Walk", "select_widening", "Selection"]
+
+#: a step is taken (an extension counts as an improvement) when it lowers the score by at least this fraction
+PLATEAU = 0.01
+
+
+def improves(new: float, old: float, plateau: float = PLATEAU) -> bool:
+    """Whether a score ``new`` improves on ``old`` by at least the fraction ``plateau`` (lower is better)."""
+    return new <= old * (1.0 - plateau)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """The values one hyperparameter may take.
+
+    Parameters
+    ----------
+    values : sequence of numbers
+        The starting grid (any order).
+    step : float or None, default 10
+        Factor between successive values past the grid's ends. None: the ratio of the grid's two end values on
+        each side (10 for a one-value grid).
+    low, high : float or None
+        Natural limits (inclusive): nothing past them is tried; a step that would cross one lands on the limit.
+    integer : bool, default False
+        Integer values (numbers of components, leaves): past the ends, values are rounded outwards and at least 1
+        apart.
+    """
+
+    values: tuple
+    step: float | None = 10.0
+    low: float | None = None
+    high: float | None = None
+    integer: bool = False
+
+    def start(self) -> list:
+        """The starting grid, sorted, limits applied."""
+        vals = {self._cast(v) for v in self.values}
+        return sorted(v for v in vals if (self.low is None or v >= self.low) and (self.high is None or v <= self.high))
+
+    def _ratio(self, g: list, side: int) -> float:
+        if self.step is not None:
+            return float(self.step)
+        if len(g) < 2:
+            return 10.0
+        return g[1] / g[0] if side < 0 else g[-1] / g[-2]
+
+    def neighbour(self, v, direction: int):
+        """The value next to ``v`` below (``direction`` -1) or above (+1), or None past a natural limit.
+
+        Inside the starting grid's range: the next grid value. Past its ends: the end value times the k-th power of
+        the step (rounded to 12 significant digits, so that a step away and back returns the same float: the key of
+        a candidate already scored), or for integer axes ``v`` times the step rounded outwards, at least 1 away. A
+        value past a natural limit becomes the limit itself; a zero or negative value has no neighbour by ratio.
+        """
+        g = self.start()
+        if not g or g[0] <= 0 or v <= 0:
+            return None
+        if self.integer and (v > g[-1] or v < g[0] or (v == g[-1] and direction > 0) or (v == g[0] and direction < 0)):
+            w = (
+                max(math.ceil(v * self._ratio(g, +1)), v + 1)
+                if direction > 0
+                else min(math.floor(v / self._ratio(g, -1)), v - 1)
+            )
+            return self._limited(v, w, direction)
+        lo, hi = self._ratio(g, -1), self._ratio(g, +1)
+        above_top = float(np.log(v / g[-1]) / np.log(hi))  # > 0: steps of hi past the top end
+        below_bottom = float(np.log(g[0] / v) / np.log(lo))  # > 0: steps of lo past the bottom end
+        if above_top > 1e-9 or (above_top > -1e-9 and direction > 0):
+            k = round(above_top) + direction
+            w = float(f"{g[-1] * hi**k:.12g}") if k > 0 else g[-1]
+        elif below_bottom > 1e-9 or (below_bottom > -1e-9 and direction < 0):
+            k = round(below_bottom) - direction
+            w = float(f"{g[0] / lo**k:.12g}") if k > 0 else g[0]
+        elif direction < 0:
+            w = [x for x in g if x < v * (1 - 1e-9)][-1]
+        else:
+            w = next(x for x in g if x > v * (1 + 1e-9))
+        return self._limited(v, self._cast(w), direction)
+
+    def _limited(self, v, w, direction: int):
+        """``w`` clamped to the natural limit on its side (a value within rounding of a limit is the limit), or None
+        when ``v`` is already there."""
+        if direction < 0 and self.low is not None and w <= self.low * (1 + 1e-9):
+            return self._cast(self.low) if v > self.low * (1 + 1e-9) else None
+        if direction > 0 and self.high is not None and w >= self.high * (1 - 1e-9):
+            return self._cast(self.high) if v < self.high * (1 - 1e-9) else None
+        return w if w > 0 else None
+
+    def widen(self, grid: Sequence, side: str) -> list:
+        """The value one extension adds past the ``side`` ("low" or "high") end of ``grid`` (empty at a limit)."""
+        v = grid[0] if side == "low" else grid[-1]
+        w = self.neighbour(v, -1 if side == "low" else +1)
+        return [] if w is None or w in grid else [w]
+
+    def _cast(self, v):
+        return int(round(v)) if self.integer else float(v)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the walk: candidates scored one at a time
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Walk:
+    """Where a :func:`walk` ended.
+
+    Attributes
+    ----------
+    best : float
+        The value reached.
+    score : float
+        Its score.
+    status : str
+        Module docstring: "interior", "flat low"/"flat high", "low limit"/"high limit".
+    trail : list of str
+        The steps tried, ``"value: score"``, and ``"down: a limit"`` where a limit stopped the walk.
+    scores : dict
+        Every value the walk scored and its score.
+    """
+
+    best: float
+    score: float
+    status: str
+    trail: list = field(default_factory=list)
+    scores: dict = field(default_factory=dict)
+
+    @property
+    def at_limit(self) -> bool:
+        return self.status.endswith("limit")
+
+
+def walk(
+    axis: Axis,
+    start: float,
+    score: Callable[[float, float | None], float],
+    *,
+    first: int = -1,
+    plateau: float = PLATEAU,
+) -> Walk:
+    """Walk along ``axis`` from ``start``: step to the neighbouring value (:meth:`Axis.neighbour`) while the step
+    :func:`improves` the score; if the first step in direction ``first`` (-1: down, +1: up) does not, go the other
+    way. Between values within ``plateau`` of each other the walk keeps the one it reached first. It ends with both
+    neighbours of its value scored and neither better by ``plateau``, or at a natural limit.
+
+    Parameters
+    ----------
+    axis : Axis
+    start : float
+    score : callable ``(value, came_from) -> float``
+        The score of a value (lower is better); ``came_from`` is the value the walk steps from (None for the start):
+        a caller that fits candidates warm-starts there. The caller memoises if a value can be asked twice.
+    first : {-1, +1}
+    plateau : float
+
+    Returns
+    -------
+    Walk
+    """
+    seen = {start: score(start, None)}
+    best, best_score = start, seen[start]
+    trail = []
+    for direction in (first, -first):
+        v = start
+        while True:
+            w = axis.neighbour(v, direction)
+            if w is None:
+                trail.append(f"{'down' if direction < 0 else 'up'}: a limit")
+                break
+            s = seen[w] = score(w, v)
+            trail.append(f"{w:.3g}: {s:.4g}")
+            if not improves(s, best_score, plateau):
+                break
+            best, best_score, v = w, s, w
+        if best != start:
+            break
+    return Walk(best, best_score, _status(axis, best, best_score, seen), trail, seen)
+
+
+def _status(axis: Axis, best, best_score: float, seen: dict) -> str:
+    """The status of a selected value from the scores of its neighbours."""
+    lo, hi = axis.neighbour(best, -1), axis.neighbour(best, +1)
+    if lo is None:
+        return "low limit"
+    if hi is None:
+        return "high limit"
+    if lo in seen and seen[lo] < best_score:
+        return "flat low"
+    if hi in seen and seen[hi] < best_score:
+        return "flat high"
+    return "interior"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the widening product: candidates scored in batches
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Selection:
+    """What :func:`select_widening` found.
+
+    Attributes
+    ----------
+    best : dict
+        ``{rule: selected parameters}``.
+    edges : dict
+        ``{rule: {axis: status}}`` (module docstring).
+    grids : dict
+        ``{axis: every value tried, sorted}`` (the starting grid and its extensions).
+    widened : list of str
+        The extensions in order, e.g. ``"lam low: 1e-10"``.
+    scores : dict
+        ``{rule: {candidate key: aggregated score}}``, key = tuple of the axis values in axis order.
+    fold_scores : dict
+        ``{rule: {candidate key: fold scores}}``.
+    """
+
+    best: dict
+    edges: dict
+    grids: dict
+    widened: list = field(default_factory=list)
+    scores: dict = field(default_factory=dict)
+    fold_scores: dict = field(default_factory=dict)
+
+    def candidates(self) -> list[dict]:
+        """Every candidate scored, as parameter dicts."""
+        names = list(self.grids)
+        first = next(iter(self.scores.values()))
+        return [dict(zip(names, key, strict=True)) for key in first]
+
+
+def select_widening(
+    evaluate: Callable[[list[dict]], list[dict]],
+    axes: dict[str, Axis],
+    *,
+    reduce: dict[str, Callable[[np.ndarray], float]],
+    max_widen: int = 6,
+    flat: float = PLATEAU,
+    on_edge: str = "raise",
+) -> Selection:
+    """Select on the product of ``axes``, extending an axis past any edge a selection lands on (module docstring).
+
+    ``evaluate(candidates)`` receives the candidates not scored yet (parameter dicts: a whole grid or an extension's
+    new values at once, so that a caller can share work between them, e.g. a warm-started λ path) and returns, for
+    each, ``{rule: fold scores}`` (lower is better); ``reduce[rule]`` turns a candidate's fold scores into its score
+    (a fold that failed should score +inf). Each rule selects the candidate of lowest score (the first in sorted
+    order on ties). While a rule's selection sits at the low or high end of an axis, that axis gets one more value
+    past that end (:meth:`Axis.widen`, combined with every value of the other axes), and the selection is made
+    again. A side stops extending at the axis' natural limit ("low limit" / "high limit"), or when one extension
+    improved the rule's best score by less than ``flat`` ("flat low" / "flat high"); after ``max_widen`` extensions
+    of one side it fails (``on_edge="raise"``: RuntimeError) or stops there ("keep": status "low edge" / "high
+    edge").
+
+    Returns
+    -------
+    Selection
+    """
+    rules = list(reduce)
+    names = list(axes)
+    grids = {a: axes[a].start() for a in names}
+    agg: dict = {r: {} for r in rules}
+    fold: dict = {r: {} for r in rules}
+    flat_sides: dict = {r: set() for r in rules}
+    gave_up: set = set()
+    pending: dict = {}  # (rule, axis, side) -> the rule's best score before that side was widened
+    n_widen: Counter = Counter()
+    widened: list[str] = []
+    while True:
+        current = list(itertools.product(*(grids[a] for a in names)))
+        new = [key for key in current if key not in agg[rules[0]]]
+        if new:
+            scored = evaluate([dict(zip(names, key, strict=True)) for key in new])
+            for key, fs in zip(new, scored, strict=True):
+                for r in rules:
+                    fold[r][key] = np.asarray(fs[r], dtype=float)
+                    agg[r][key] = float(reduce[r](fold[r][key]))
+        best, edges, todo = {}, {}, set()
+        for r in rules:
+            scores = np.array([agg[r][k] for k in current])
+            i = int(np.argmin(scores))
+            if not np.isfinite(scores[i]):
+                raise RuntimeError(f"rule {r!r}: every candidate failed to fit on some fold ({_grids_text(grids)})")
+            best[r] = current[i]
+            for (rule, a, side), before in list(pending.items()):
+                if rule == r:
+                    if not improves(scores[i], before, flat) or scores[i] == before:
+                        flat_sides[r].add((a, side))
+                    del pending[(rule, a, side)]
+            edges[r] = {}
+            for j, a in enumerate(names):
+                g, v = grids[a], best[r][j]
+                edges[r][a] = "interior"
+                for side, end in (("low", g[0]), ("high", g[-1])):
+                    if v != end:
+                        continue
+                    if not axes[a].widen(g, side):
+                        edges[r][a] = f"{side} limit"
+                    elif (a, side) in flat_sides[r]:
+                        edges[r][a] = f"flat {side}"
+                    elif (a, side) in gave_up:
+                        edges[r][a] = f"{side} edge"
+                    else:
+                        todo.add((a, side))
+                        pending[(r, a, side)] = scores[i]
+        todo = {t for t in todo if t not in gave_up}
+        for a, side in sorted(todo):
+            if n_widen[(a, side)] >= max_widen:
+                if on_edge == "raise":
+                    raise RuntimeError(
+                        f"the selection stays at the {side} edge of {a} after {max_widen} widenings and the score "
+                        f"still improves by more than {flat:.0%} per step ({_grids_text(grids)}): widen the starting "
+                        "grid or raise max_widen"
+                    )
+                gave_up.add((a, side))
+        todo -= gave_up
+        if not todo:
+            if gave_up:  # statuses of the sides given up
+                for r in rules:
+                    for j, a in enumerate(names):
+                        g, v = grids[a], best[r][j]
+                        for side, end in (("low", g[0]), ("high", g[-1])):
+                            if v == end and (a, side) in gave_up:
+                                edges[r][a] = f"{side} edge"
+            break
+        for a, side in sorted(todo):
+            n_widen[(a, side)] += 1
+            new_values = axes[a].widen(grids[a], side)
+            grids[a] = sorted(set(grids[a]) | set(new_values))
+            widened.append(f"{a} {side}: " + ", ".join(f"{v:.3g}" for v in new_values))
+    return Selection(
+        best={r: dict(zip(names, best[r], strict=True)) for r in rules},
+        edges=edges,
+        grids=grids,
+        widened=widened,
+        scores=agg,
+        fold_scores=fold,
+    )
+
+
+def _grids_text(grids: dict) -> str:
+    return "; ".join(f"{a} {{{', '.join(f'{v:.3g}' for v in g)}}}" for a, g in grids.items())
