@@ -193,6 +193,21 @@ class OutputKernel:
         """Whether k(y, y) = 1 for every output."""
         return False
 
+    @property
+    def spectral_kernel(self):
+        """The translation-invariant input kernel (:class:`rffor.kernels.Kernel`) with this kernel's spectral law,
+        whose random Fourier features (:class:`rffor.features.RandomFourierFeatures`) are features of this kernel;
+        None when :attr:`has_spectral_law` is False."""
+        return None
+
+    @property
+    def feature_embeddings(self) -> tuple[str, ...]:
+        """The explicit embeddings ψ the random-feature path can use for this kernel, preferred first
+        (:mod:`rffor.outputs.kernel_embedding`): ``"exact"`` (:attr:`has_embedding`), ``"rff"`` (random Fourier
+        features, :attr:`has_spectral_law`), ``"nystrom"`` (Nyström features on landmark outputs: the kernel's
+        values only). Empty: none (the message of :meth:`sample_frequencies` says what to use)."""
+        return (("exact",) if self.has_embedding else ()) + (("rff",) if self.has_spectral_law else ()) + ("nystrom",)
+
     # ------------------------------------------------------------ outputs
     def check(self, y, *, name: str = "y", allow_nan: bool = False) -> np.ndarray:
         """Validate outputs and return them in the kernel's canonical form.
@@ -405,6 +420,10 @@ class Gaussian(OutputKernel):
     def _diag(self, Y):
         return np.ones(len(Y))
 
+    @property
+    def spectral_kernel(self):
+        return _GaussianKernel(self.gamma)
+
     def sample_frequencies(self, n_frequencies, dim, rng):
         return _GaussianKernel(self.gamma).sample_frequencies(n_frequencies, dim, rng)
 
@@ -494,6 +513,10 @@ class Normalized(OutputKernel):
         Psi = self.base.embedding(Y)
         return Psi * self._scale(np.einsum("ij,ij->i", Psi, Psi))[:, None]
 
+    @property
+    def spectral_kernel(self):
+        return self.base.spectral_kernel if self.has_spectral_law else None
+
     def sample_frequencies(self, n_frequencies, dim, rng):
         if self.has_spectral_law:
             return self.base.sample_frequencies(n_frequencies, dim, rng)
@@ -580,6 +603,12 @@ class Delta(OutputKernel):
             to_emb = np.zeros((len(classes), self.n_classes))
             to_emb[np.arange(len(classes)), classes[order]] = 1.0
         return OutputFactor(V, counts[order].astype(np.float64), to_emb, "one-hot")
+
+    @property
+    def feature_embeddings(self) -> tuple[str, ...]:
+        """None: class labels keep their exact one-hot factor (the exact solvers). On the random-feature path,
+        give the one-hot label sets with ``Linear()``: the same kernel, ``1[y = y'] = <e_y, e_y'>``."""
+        return ()
 
     def sample_frequencies(self, n_frequencies, dim, rng):
         raise ValueError(

@@ -54,14 +54,22 @@ constraint ``a_ij = 0`` for the missing j, a projection inside the prox (:class:
 are then undefined (the training outputs are not known in full) and :meth:`OutputKernelRegressor.alpha` refuses;
 predictions and decoding use h. Any other kernel refuses NaN in ``y``: its ψ(y) is not defined without every label.
 
-**The random-feature path (not here yet).** Everything after the exact solve works from the predicted embedding
-(:meth:`OutputKernelRegressor.predict_embedding`: the decoders, :meth:`~OutputKernelRegressor.decode` for kernels
-with an embedding), so a random-feature fit only has to produce it: give the embedding Ψ (n, D) of the training
-outputs (``kernel_y.embedding``; random features of the output kernel when ``kernel_y.has_spectral_law``; Nyström
-features on landmark outputs otherwise) to :meth:`FunctionalRegressor._fit_rff` as D "curve" values on a grid of D
-points with an identity output factor, NaN masked by the losses, with ``λ = Λ/D`` and κ, ε divided by √D (MATH.md
-§8's units: its norms are μ_D norms), and read ``predict_embedding`` from its predictions on that grid. The weights
-α(x) are an exact-solver notion (weights on the training outputs) and stay there.
+**The random-feature path** (``solver="rff"``, or "auto" beyond 5,000 rows and for a Zarr store): the outputs are
+given to :func:`rffor.solvers.rff.fit_rff` through an explicit embedding ψ(y) ∈ R^D
+(:mod:`rffor.outputs.kernel_embedding`: the kernel's own ψ for ``Linear()`` and ``Hellinger()``, random Fourier
+features of a Gaussian output kernel, Nyström features on landmark outputs for kernels without either, e.g.
+``Tanimoto()``; ``Delta()`` offers none and is refused), which plays D "curve" values with the identity output
+operator (:class:`~rffor.outputs.OutputKernelSpace`; ψ is applied to each chunk where it is read, so a Zarr store
+holds the raw outputs). The model is ``h(x) = Bᵀ φ_X(x)`` in ψ's coordinates (:meth:`predict_embedding`), and
+every decoder works from it. **Units** (:func:`feature_units`): the functional problem averages a residual over its
+D coordinates, so κ and ε are divided by √D and ``λ_FR = s Λ`` with ``s = 1/D`` for the square, Huber and ε-Ridge
+losses and ``s = 1/√D`` for ε-SVR (a loss of linear growth); then the functional objective is s times seed 002's,
+and with Nyström input features on all n rows and ψ an exact factor of K_Y the fit is the exact solver's
+(``tests/test_structured.py``). ``lam="auto"`` selects on held-out rows in the functional units and reports
+``lam_`` in seed 002's. ε-SVR is not smooth: DSGD rounds (``rff_method="sgd"``), not MM passes. Missing labels
+are masked by coordinatewise ψ only (each row then averaged over its observed coordinates, the functional
+problem's rule, where the exact path sums over them). The weights α(x) are an exact-solver notion (weights on the
+training outputs) and stay there.
 """
 
 from __future__ import annotations
@@ -72,14 +80,16 @@ from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_X
-from .estimator import FunctionalRegressor, _saved_array
+from ._validation import check_seed, check_X
+from .estimator import FunctionalRegressor, _is_dataset, _saved_array
 from .kernels import Kernel
 from .losses import Loss, Square
 from .output_kernels import DEFAULT_RANK_TOL, OUTPUT_TYPES, Linear, OutputKernel
+from .outputs.kernel_embedding import OUTPUT_EMBEDDINGS
+from .settings import AUTO_EXACT_MAX_N, DEFAULTS, sklearn_constraints
 from .solvers import EXACT_SOLVERS
 from .solvers.dual import DualProblem
 
@@ -98,6 +108,36 @@ _SIMPLEX_TOL = 1e-6
 
 #: grid points of the first stage of :func:`minimise_scalar`
 _SCALAR_GRID = 256
+
+#: the random-feature options (:class:`rffor.settings.RFSettings`) OutputKernelRegressor takes as parameters
+_RF_PARAMS = (
+    "loss_params", "selection_rows", "rff_method", "n_features_x", "input_features", "batch_size", "n_epochs",
+    "max_steps", "step_size", "local_steps", "n_partitions", "partitions_per", "dtype",
+)  # fmt: skip
+
+
+def feature_units(loss: Loss, dim: int) -> tuple[Loss, float]:
+    """Seed 002's units mapped to the functional problem on an embedding of dimension D (MATH.md §8).
+
+    The random-feature model reads a residual r ∈ R^D through the μ_D norm ``‖r‖_μ = ‖r‖/√D`` (MATH.md §1), so the
+    loss with κ or ε divided by √D is ``L_FR(r) = s · L(‖r‖)`` with ``s = 1/D`` for the losses of quadratic
+    growth (square, Huber, ε-Ridge: jointly homogeneous of degree 2 in (r, κ, ε)) and ``s = 1/√D`` for ε-SVR
+    (degree 1). Then ``(1/n) Σ L_FR + (λ/2)‖B‖² = s [(1/n) Σ L + (λ/(2s))‖h‖²]``: the same minimiser as seed 002's
+    (P) with ``Λ = λ/s``, i.e. **λ_FR = s Λ** (Λ/D for the first three). s is measured on the loss itself (its
+    value on a residual beyond κ and ε), so it holds for any loss of the norm with such a homogeneity.
+
+    Returns
+    -------
+    (loss_fr, s) : the loss with κ/ε divided by √D, and s.
+    """
+    root = math.sqrt(dim)
+    name = loss.param_name
+    par = 0.0 if name is None else float(getattr(loss, name))
+    loss_fr = loss if name is None else loss.with_param(par / root)
+    r = np.zeros((1, dim))
+    r[0, 0] = 3.0 * (1.0 + par)  # ‖r‖ beyond κ and ε; L(‖r‖) is the library's loss at √D r (μ_D norm ‖r‖)
+    s = float(loss_fr.curve_values(r)[0] / loss.curve_values(r * root)[0])
+    return loss_fr, s
 
 
 @dataclass(frozen=True, eq=False)
@@ -291,22 +331,40 @@ class OutputKernelRegressor(FunctionalRegressor):
         :class:`~rffor.FunctionalRegressor`).
     kernel_y : OutputKernel, default None
         Output kernel (:mod:`rffor.output_kernels`); None means ``Linear()``.
-    lam : float, default 1e-4
-        Λ > 0 of seed 002 (``KernelRidge(alpha=n·Λ)`` for the square loss and a linear output kernel).
+    lam : float or "auto", default 1e-4
+        Λ > 0 of seed 002 (``KernelRidge(alpha=n·Λ)`` for the square loss and a linear output kernel). "auto"
+        (``solver="rff"`` only): chosen with κ/ε (``loss_params``) on held-out rows by the random-feature path's
+        rule (:mod:`rffor.solvers.selection`), reported in seed 002's units as ``lam_``.
     output_type : {"auto", "vector", "multilabel", "histogram", "labels"}, default "auto"
         What the outputs are, for :meth:`predict`'s decoder and for validation: real vectors (a 1-D ``y`` is
         scalars), label sets in {0, 1}^m, histograms (non-negative rows summing to 1), class labels (with
         :class:`~rffor.output_kernels.Delta`). "auto": labels for Delta; for a 2-D ``y``, label sets if every entry
         is 0 or 1, histograms if the rows are on the simplex; vectors otherwise.
-    solver : {"auto", "admm", "apgd"}, default "auto"
-        Exact dual solver (certified duality gap); "auto" is ADMM (:func:`solve_structured`).
+    solver : {"auto", "admm", "apgd", "rff"}, default "auto"
+        "admm", "apgd": the exact dual (certified duality gap); "rff": the random-feature model on an explicit
+        embedding ψ of the outputs (module docstring, "The random-feature path"). "auto": ADMM
+        (:func:`solve_structured`) for in-memory data with n <= 5000 rows, "rff" otherwise (and for a Zarr
+        :class:`rffor.data.Dataset` of raw outputs).
     tol : float, default 1e-6
         Stop at this relative duality gap; a fit that does not reach it warns (``ConvergenceWarning``, with the gap).
     max_iter : int or None, default None
         Iteration cap (None: the solver's default, :data:`rffor.solvers.EXACT_SOLVERS`).
     rank_tol : float, default 1e-12
         Factor of K_Y: eigenpairs with ``t_j ≤ rank_tol · t_max`` dropped
-        (:data:`rffor.output_kernels.DEFAULT_RANK_TOL`).
+        (:data:`rffor.output_kernels.DEFAULT_RANK_TOL`); also the Nyström output features' truncation.
+    output_embedding : {"auto", "exact", "rff", "nystrom"}, default "auto"
+        rff: the embedding ψ of the outputs (:mod:`rffor.outputs.kernel_embedding`): the kernel's own ("exact":
+        labels, √y), random Fourier features of a Gaussian output kernel ("rff", ``n_features_y`` of them), Nyström
+        features on ``n_features_y`` distinct training outputs ("nystrom", any kernel on vectors). "auto": the first
+        the kernel offers (:attr:`rffor.output_kernels.OutputKernel.feature_embeddings`), in that order.
+    n_features_y : int, default 200
+        rff: D of random output features, or M landmark outputs of Nyström features.
+    loss_params, selection_rows, rff_method, n_features_x, input_features, batch_size, n_epochs, max_steps, \
+step_size, local_steps, n_partitions, partitions_per, dtype
+        rff: as in :class:`~rffor.FunctionalRegressor` (``loss_params``: κ or ε values in seed 002's units, or
+        "auto"). ``max_iter`` and ``tol`` bound the MM passes.
+    client, scheduler_address, security, checkpoint, resume, random_state
+        rff: as in :class:`~rffor.FunctionalRegressor`.
     verbose : int, default 0
 
     Attributes
@@ -330,6 +388,11 @@ class OutputKernelRegressor(FunctionalRegressor):
     masked_ : bool
         Whether missing outputs were masked.
     n_features_in_ : int
+    coef_, input_features_, lam_, lam_path_, random_state_
+        rff: B (D_x, D), φ_X, Λ in seed 002's units (the selected one with ``lam="auto"``; ``lam_path_`` is in the
+        functional problem's units, λ_FR = Λ/D), as in :class:`~rffor.FunctionalRegressor`.
+    output_embedding_ : feature map
+        rff: ψ (``transform(Y)`` gives the embedding of outputs Y, shape (n, D)).
 
     Examples
     --------
@@ -347,17 +410,27 @@ class OutputKernelRegressor(FunctionalRegressor):
         "loss": [Loss, None],
         "kernel_x": [Kernel, None],
         "kernel_y": [OutputKernel, None],
-        "lam": [Interval(numbers.Real, 0, None, closed="neither")],
+        "lam": [Interval(numbers.Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "output_type": [StrOptions({"auto", *OUTPUT_TYPES})],
-        "solver": [StrOptions({"auto", *EXACT_SOLVERS})],
+        "solver": [StrOptions({"auto", "rff", *EXACT_SOLVERS})],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "rank_tol": [Interval(numbers.Real, 0, 1, closed="left")],
+        "output_embedding": [StrOptions({"auto", *OUTPUT_EMBEDDINGS})],
+        "n_features_y": [Interval(numbers.Integral, 2, None, closed="left")],
+        **sklearn_constraints(_RF_PARAMS),
+        "client": "no_validation",
+        "scheduler_address": [str, None],
+        "security": "no_validation",
+        "checkpoint": [str, HasMethods(["__fspath__"]), None],
+        "resume": ["boolean"],
+        "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
 
     # FunctionalRegressor settings that structured outputs do not have (read by its shared machinery)
     kernel_theta = None
+    kernel_theta_params = None
 
     def __init__(
         self,
@@ -371,6 +444,27 @@ class OutputKernelRegressor(FunctionalRegressor):
         tol=1e-6,
         max_iter=None,
         rank_tol=DEFAULT_RANK_TOL,
+        output_embedding="auto",
+        n_features_y=200,
+        loss_params=DEFAULTS.loss_params,
+        selection_rows=DEFAULTS.selection_rows,
+        rff_method=DEFAULTS.rff_method,
+        n_features_x=DEFAULTS.n_features_x,
+        input_features=DEFAULTS.input_features,
+        batch_size=DEFAULTS.batch_size,
+        n_epochs=DEFAULTS.n_epochs,
+        max_steps=DEFAULTS.max_steps,
+        step_size=DEFAULTS.step_size,
+        local_steps=DEFAULTS.local_steps,
+        n_partitions=DEFAULTS.n_partitions,
+        partitions_per=DEFAULTS.partitions_per,
+        dtype=DEFAULTS.dtype,
+        client=None,
+        scheduler_address=None,
+        security=None,
+        checkpoint=None,
+        resume=False,
+        random_state=None,
         verbose=0,
     ):
         self.loss = loss
@@ -382,6 +476,27 @@ class OutputKernelRegressor(FunctionalRegressor):
         self.tol = tol
         self.max_iter = max_iter
         self.rank_tol = rank_tol
+        self.output_embedding = output_embedding
+        self.n_features_y = n_features_y
+        self.loss_params = loss_params
+        self.selection_rows = selection_rows
+        self.rff_method = rff_method
+        self.n_features_x = n_features_x
+        self.input_features = input_features
+        self.batch_size = batch_size
+        self.n_epochs = n_epochs
+        self.max_steps = max_steps
+        self.step_size = step_size
+        self.local_steps = local_steps
+        self.n_partitions = n_partitions
+        self.partitions_per = partitions_per
+        self.dtype = dtype
+        self.client = client
+        self.scheduler_address = scheduler_address
+        self.security = security
+        self.checkpoint = checkpoint
+        self.resume = resume
+        self.random_state = random_state
         self.verbose = verbose
 
     # ------------------------------------------------------------------ helpers
@@ -427,8 +542,7 @@ class OutputKernelRegressor(FunctionalRegressor):
                 raise ValueError(
                     f"y has missing entries (NaN): missing labels are masked, never interpolated, and on the exact "
                     f"solvers masking needs an output kernel whose embedding is coordinatewise (Linear(), "
-                    f"Hellinger()); {kernel!r} has none. Drop the incomplete rows (the random-feature path, which "
-                    "masks any embedding, is not available for this estimator yet)"
+                    f"Hellinger()); {kernel!r} has none. Drop the incomplete rows"
                 )
         Y = kernel.check(y, name="y", allow_nan=maskable)
         if Y.shape[0] != n_samples:
@@ -492,7 +606,9 @@ class OutputKernelRegressor(FunctionalRegressor):
 
         Parameters
         ----------
-        X : array-like of shape (n, d)
+        X : array-like of shape (n, d), or a :class:`rffor.data.Dataset`
+            Inputs; a Dataset (Zarr store, its "curves" the raw outputs: label sets, histograms, vectors) is
+            fitted out of core with ``solver="rff"`` (then y is None).
         y : array-like of shape (n,) or (n, m)
             Outputs in the output kernel's form (:meth:`rffor.output_kernels.OutputKernel.check`): label sets,
             histograms, real vectors or scalars, class labels for Delta. NaN marks a missing label (masked; needs a
@@ -502,11 +618,28 @@ class OutputKernelRegressor(FunctionalRegressor):
         -------
         self
         """
-        X = check_X(X)
         loss = self._loss()
         kernel_y = self._output_kernel()
+        if _is_dataset(X):
+            if y is not None:
+                raise ValueError("fit(dataset) takes the outputs from the dataset: pass y=None")
+            self._resolve_solver(X.n, True)
+            return self._fit_rff_structured(X, loss, kernel_y)
+        X = check_X(X)
         Y, kind = self._check_outputs(y, X.shape[0], kernel_y)
         self._y_1d = np.asarray(y).ndim == 1 and kind != "labels"
+        self.solver_ = self._resolve_solver(X.shape[0], False)
+        if self.solver_ != "rff" and isinstance(self.lam, str):
+            raise ValueError(
+                f"lam='auto' selects Λ on the random-feature path (solver='rff'); solver={self.solver_!r} needs a "
+                "number: use rffor.OutputKernelRegressorCV to choose it by cross-validation"
+            )
+        if self.solver_ == "rff":
+            from .chunked import ArrayData
+
+            Y2 = Y[:, None] if Y.ndim == 1 else Y
+            data = ArrayData(X, Y2, np.arange(Y2.shape[1], dtype=np.float64))
+            return self._fit_rff_structured(data, loss, kernel_y, self._y_1d)
         self.n_features_in_ = X.shape[1]
         self.output_type_ = kind
         self.loss_ = loss
@@ -538,6 +671,72 @@ class OutputKernelRegressor(FunctionalRegressor):
         self._alpha_cache = None
         return self
 
+    def _resolve_solver(self, n: int, is_dataset: bool) -> str:
+        if self.solver == "auto":
+            return "rff" if is_dataset or n > AUTO_EXACT_MAX_N else "admm"
+        if is_dataset and self.solver != "rff":
+            raise ValueError(
+                f"solver={self.solver!r} needs the data in memory; a Zarr Dataset is fitted out of core with "
+                "solver='rff' (or 'auto')"
+            )
+        return self.solver
+
+    def _fit_rff_structured(self, data, loss: Loss, kernel_y: OutputKernel, y_1d: bool = False):
+        """The random-feature path (module docstring): ψ of the outputs (:mod:`rffor.outputs.kernel_embedding`)
+        as the curves of :class:`~rffor.outputs.OutputKernelSpace`, fitted by
+        :meth:`FunctionalRegressor._fit_rff` (:func:`rffor.solvers.rff.fit_rff`) with λ and κ/ε in the functional
+        problem's units (:func:`feature_units`)."""
+        from .outputs.kernel_embedding import OutputKernelSpace, landmark_outputs, make_output_embedding
+
+        if not kernel_y.feature_embeddings:  # refused before any work, with the reason
+            make_output_embedding(kernel_y, self.output_embedding, dim=data.m, n_features=2, seed=0)
+        if not loss.is_smooth and self.rff_method in ("auto", "mm"):
+            if self.rff_method == "mm" or isinstance(self.lam, str):
+                raise ValueError(
+                    f"loss={loss!r} is not smooth: MM passes (rff_method='mm', and lam='auto', whose selection runs "
+                    "them) need a smooth loss; use rff_method='sgd' with a number for lam, or Huber / ε-Ridge"
+                )
+        seed = check_seed(self.random_state)
+        # the outputs' kind from the rows the landmarks are drawn from (all rows up to 20 M; whole chunks beyond)
+        sample = landmark_outputs(data, self.n_features_y, (seed, 7))
+        if len(sample) == 0:
+            raise ValueError("the outputs have no complete row to draw landmark outputs from")
+        Y0 = kernel_y.check(sample, name="y")
+        kind = self._resolve_output_type(Y0, kernel_y)
+        emb = make_output_embedding(
+            kernel_y, self.output_embedding, dim=data.m, n_features=self.n_features_y, seed=(seed, 8),
+            landmarks=sample, rank_tol=self.rank_tol,
+        )  # fmt: skip
+        space = OutputKernelSpace(kernel_y, emb)
+        D = space.m
+        loss_fr, s = feature_units(loss, D)
+        extra = {}
+        if not isinstance(self.lam, str):
+            extra["lam"] = s * float(self.lam)
+        if self.loss_params is not None and self.loss_params != "auto":
+            extra["loss_params"] = [float(v) / math.sqrt(D) for v in self.loss_params]
+        if not loss.is_smooth and self.rff_method == "auto":
+            extra["rff_method"] = "sgd"
+        self.n_features_in_ = data.d
+        self.output_type_ = kind
+        self._y_1d = bool(y_1d)
+        self.theta_ = space.grid
+        self.kernel_x_, self.kernel_y_, self.kernel_theta_ = self.kernel_x, kernel_y, None
+        self.loss_ = loss_fr
+        self.solver_ = "rff"
+        self._fit_rff(data, space.grid, outputs=space, **extra)
+        # back to seed 002's units
+        self.lam_ = float(self.lam) if not isinstance(self.lam, str) else float(self.lam_) / s
+        name = self.loss_.param_name
+        chosen = name is not None and self.loss_params is not None and isinstance(self.lam, str)
+        self.loss_ = loss.with_param(float(getattr(self.loss_, name)) * math.sqrt(D)) if chosen else loss
+        self.output_embedding_ = emb
+        self.rank_ = D
+        self.masked_ = False
+        self._y_range = (float(np.min(Y0)), float(np.max(Y0))) if self._y_1d else None
+        self.classes_ = None
+        return self
+
     # ------------------------------------------------------------------ predict
     def predict_embedding(self, X) -> np.ndarray:
         """The model's output h(x) in the output RKHS.
@@ -552,9 +751,17 @@ class OutputKernelRegressor(FunctionalRegressor):
             With an explicit embedding (:attr:`rffor.output_kernels.OutputKernel.has_embedding`): the coordinates
             of h(x) = Σ_j α_j(x) ψ(y_j) in the embedding (for ``Linear()``, multi-output kernel ridge regression's
             prediction); otherwise its coordinates in the orthonormal basis of the factor V (r = ``rank_``), in which
-            ψ(y_j) has coordinates ``V[j] / ...`` (the rows of V are isometric images of the ψ(y_j)).
+            ψ(y_j) has coordinates ``V[j] / ...`` (the rows of V are isometric images of the ψ(y_j)). rff: the
+            coordinates of h(x) in the fit's ψ (:attr:`output_embedding_`; shape (n_new, D)).
         """
+        if self._is_rff():
+            check_is_fitted(self, "coef_")
+            X = check_X(X, n_features=self.n_features_in_, owner=type(self).__name__)
+            return np.asarray(self._predict_rff(X, None), dtype=np.float64)
         return self._kernel_new(X) @ self._W_emb
+
+    def _is_rff(self) -> bool:
+        return getattr(self, "solver_", None) == "rff"
 
     def _kernel_new(self, X) -> np.ndarray:
         check_is_fitted(self, "dual_coef_")
@@ -579,6 +786,11 @@ class OutputKernelRegressor(FunctionalRegressor):
             The model was fitted with missing outputs (masked_): the weights on training outputs that are not
             known in full are not defined.
         """
+        if self._is_rff():
+            raise ValueError(
+                "alpha: weights on the training outputs are an exact-solver notion; this model was fitted on the "
+                "random-feature path (solver='rff'). Use predict_embedding or decode"
+            )
         Kn = self._kernel_new(X)
         if self.masked_:
             raise ValueError(
@@ -602,6 +814,8 @@ class OutputKernelRegressor(FunctionalRegressor):
 
     def _inner_with(self, X, Z: np.ndarray) -> np.ndarray:
         """``<h(x_i), ψ(z_k)>`` for the rows of X and candidate outputs Z (canonical form), shape (n_new, n_c)."""
+        if self._is_rff():
+            return self.predict_embedding(X) @ self.output_embedding_.transform(Z).T
         Kn = self._kernel_new(X)
         kernel = self.kernel_y_
         if kernel.has_embedding:
@@ -622,11 +836,12 @@ class OutputKernelRegressor(FunctionalRegressor):
         -------
         ndarray of shape (n_new, m), or (n_new,) for scalar outputs and class labels: the best candidate per row.
         """
-        check_is_fitted(self, "dual_coef_")
+        check_is_fitted(self, "solver_")
         kernel = self.kernel_y_
         Z = kernel.check(candidates, name="candidates")
-        if Z.ndim != self._Y_fit.ndim or (Z.ndim == 2 and Z.shape[1] != self._Y_fit.shape[1]):
-            want = "class labels (1-D)" if self._Y_fit.ndim == 1 else f"outputs with {self._Y_fit.shape[1]} columns"
+        cols = self._output_columns_fit()
+        if (Z.ndim == 1) != (cols is None) or (Z.ndim == 2 and Z.shape[1] != cols):
+            want = "class labels (1-D)" if cols is None else f"outputs with {cols} columns"
             got = "1-D labels" if Z.ndim == 1 else f"{Z.shape[1]} columns"
             raise ValueError(f"candidates must be {want} like the training outputs, got {got}")
         scores = kernel.diag(Z)[None, :] - 2.0 * self._inner_with(X, Z)
@@ -649,14 +864,15 @@ class OutputKernelRegressor(FunctionalRegressor):
         ValueError
             The output type has no closed-form decoder with this output kernel (then use :meth:`decode`).
         """
-        check_is_fitted(self, "dual_coef_")
+        check_is_fitted(self, "solver_")
         kind = self.output_type_
-        if self.kernel_y_.has_embedding and self.kernel_y_.decoder(kind) is not None:
+        own = not self._is_rff() or getattr(self.output_embedding_, "is_kernel_embedding", False)
+        if own and self.kernel_y_.has_embedding and self.kernel_y_.decoder(kind) is not None:
             out = decode_closed_form(self.kernel_y_, kind, self.predict_embedding(X))
         elif kind == "labels":
             out = self.decode(X, self.classes_)
             return out
-        elif kind == "vector" and self._Y_fit.shape[1] == 1:
+        elif kind == "vector" and self._output_columns_fit() == 1:
             out = self._minimise_scalar(X)[:, None]
         else:
             raise ValueError(
@@ -665,8 +881,26 @@ class OutputKernelRegressor(FunctionalRegressor):
             )
         return out[:, 0] if self._y_1d else out
 
+    def _output_columns_fit(self) -> int | None:
+        """Columns m of the training outputs (None: class labels, 1-D)."""
+        if self._is_rff():
+            return int(self.output_embedding_.dim)
+        return None if self._Y_fit.ndim == 1 else int(self._Y_fit.shape[1])
+
     def _minimise_scalar(self, X) -> np.ndarray:
-        """Scalar outputs, any kernel (:func:`decode_scalar` with the weights α on the training outputs)."""
+        """Scalar outputs, any kernel (:func:`decode_scalar` with the weights α on the training outputs; rff:
+        ``k(z, z) − 2 <h(x), ψ(z)>`` over the range of the training outputs, :func:`minimise_scalar`)."""
+        if self._is_rff():
+            H, psi, kernel = self.predict_embedding(X), self.output_embedding_, self.kernel_y_
+
+            def objective(Zc):
+                if Zc.shape[1] > 1:  # the first stage: one grid shared by every row
+                    grid = Zc[0][:, None]
+                    return kernel.diag(grid)[None, :] - 2.0 * (H @ psi.transform(grid).T)
+                z = Zc[:, :1]
+                return (kernel.diag(z) - 2.0 * np.einsum("ij,ij->i", H, psi.transform(z)))[:, None]
+
+            return minimise_scalar(objective, *self._y_range, H.shape[0])
         weights = (self._kernel_new(X) @ self._W_coord) @ self._coord.T  # α_range(x): scalars are never masked
         return decode_scalar(self.kernel_y_, self._Y_fit, weights)
 
@@ -686,7 +920,7 @@ class OutputKernelRegressor(FunctionalRegressor):
         -------
         score : float
         """
-        check_is_fitted(self, "dual_coef_")
+        check_is_fitted(self, "solver_")
         if self.output_type_ == "vector":
             from sklearn.metrics import r2_score
 
@@ -699,6 +933,15 @@ class OutputKernelRegressor(FunctionalRegressor):
 
     # ---------------------------------------------------------------- state
     def _get_fitted_state(self):
+        if self._is_rff():  # FunctionalRegressor's random-feature state, and what the structured outputs add
+            fitted, arrays = super()._get_fitted_state()
+            spec, emb_arrays = self.output_embedding_.get_state()
+            fitted["structured"] = {
+                "kernel_y": self.kernel_y_.to_spec(), "output_type": self.output_type_, "embedding": spec,
+                "y_range": None if self._y_range is None else list(self._y_range),
+            }  # fmt: skip
+            arrays.update({f"embedding_{k}": v for k, v in emb_arrays.items()})
+            return fitted, arrays
         check_is_fitted(self, "dual_coef_")
         fitted = {
             "solver": self.solver_,
@@ -733,6 +976,9 @@ class OutputKernelRegressor(FunctionalRegressor):
         from .output_kernels import output_kernel_from_spec
 
         solver = fitted.get("solver")
+        if solver == "rff":
+            self._set_rff_state(fitted, arrays)
+            return
         if solver not in EXACT_SOLVERS:
             raise ValueError(f"unknown solver {solver!r}")
         d = fitted.get("n_features_in")
@@ -773,6 +1019,30 @@ class OutputKernelRegressor(FunctionalRegressor):
         if kind == "labels" and self.classes_ is None:
             raise ValueError("classes is missing")
         self._alpha_cache = None
+
+    def _set_rff_state(self, fitted, arrays):
+        """Inverse of :meth:`_get_fitted_state` on the random-feature path."""
+        from .features import feature_map_from_state
+        from .output_kernels import output_kernel_from_spec
+
+        info = fitted.get("structured")
+        if not isinstance(info, dict) or info.get("output_type") not in OUTPUT_TYPES:
+            raise ValueError("the structured outputs' description is missing or has an unknown output_type")
+        super()._set_fitted_state(fitted, arrays)
+        emb = feature_map_from_state(
+            info["embedding"], {k[10:]: v for k, v in arrays.items() if k[:10] == "embedding_"}
+        )
+        if emb.n_features != self.coef_.shape[1]:
+            raise ValueError(
+                f"the output embedding has {emb.n_features} features, coef has {self.coef_.shape[1]} columns"
+            )
+        self.kernel_y_ = output_kernel_from_spec(info["kernel_y"])
+        self.output_type_ = info["output_type"]
+        self.output_embedding_ = emb
+        self.rank_ = int(emb.n_features)
+        self.masked_ = False
+        self.classes_ = None
+        self._y_range = None if info.get("y_range") is None else tuple(float(v) for v in info["y_range"])
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -54,6 +54,7 @@ CONFIGS: dict[type, list[BaseEstimator]] = {
         OutputKernelRegressor(),
         OutputKernelRegressor(Huber(0.5, p=2), lam=1e-2),
         OutputKernelRegressor(EpsilonSVR(0.1), lam=1e-2, solver="apgd"),
+        OutputKernelRegressor(Huber(0.5, p=2), lam=1e-2, solver="rff", n_features_x=40, random_state=0),
     ],
     OutputKernelRegressorCV: [OutputKernelRegressorCV(lams=[1e-2, 1e-4], cv=2, max_extensions=0)],
 }

@@ -23,7 +23,7 @@ from rffor.losses import EpsilonInsensitive, EpsilonSVR, Huber, Square
 from rffor.output_kernels import Delta, Gaussian, Hellinger, Linear, Normalized, Tanimoto
 from rffor.solvers import EXACT_SOLVERS
 from rffor.solvers.dual import DualProblem
-from rffor.structured import solve_structured
+from rffor.structured import feature_units, solve_structured
 
 pytestmark = pytest.mark.usefixtures("single_blas_thread")
 
@@ -475,3 +475,141 @@ def test_cv_decoded_scoring_of_scalars_equals_separate_fits(rng):
     ref = np.mean(2 - 2 * np.exp(-2.0 * (est.predict(x[va]) - y[va]) ** 2))
     assert cv.cv_results_["fold_scores"][1][0] == pytest.approx(ref, rel=1e-6)
     assert cv.predict(x).shape == (60,)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the random-feature path (rffor.outputs.kernel_embedding; issue 24 item 2)
+# ---------------------------------------------------------------------------------------------------------------
+
+#: ψ of each output kernel with M = n landmarks: an exact factor of K_Y on the training outputs
+RFF_EXACT_CASES = {
+    "linear (identity ψ)": (Linear(), "exact"),
+    "tanimoto (Nyström, M = n)": (Tanimoto(), "nystrom"),
+    "gaussian (Nyström, M = n)": (Gaussian(0.5), "nystrom"),
+}
+
+
+def _rff_pair(X, Y, ky, how, loss, lam=1e-3):
+    """The exact solver's fit and the random-feature fit with Nyström input features on all n rows (M = n) and the
+    output embedding ``how`` with M = n landmarks, both run to their optimum."""
+    n = len(X)
+    kx = GaussianX(1.5)
+    exact = OutputKernelRegressor(loss, kernel_x=kx, kernel_y=ky, lam=lam, tol=1e-12, max_iter=50000).fit(X, Y)
+    rff = OutputKernelRegressor(
+        loss, kernel_x=kx, kernel_y=ky, lam=lam, solver="rff", input_features="nystrom", n_features_x=n,
+        output_embedding=how, n_features_y=n, tol=1e-16, max_iter=3000, random_state=0,
+    ).fit(X, Y)  # fmt: skip
+    return exact, rff
+
+
+@pytest.mark.parametrize("loss", [Square(), Huber(kappa=0.3)], ids=["square", "huber"])
+@pytest.mark.parametrize("case", list(RFF_EXACT_CASES))
+def test_rff_path_with_nystrom_m_equal_n_is_the_exact_solver(multilabel, case, loss):
+    """With every training row a Nyström centre (φ_X(x_i)ᵀφ_X(x_j) = K_X) and ψ an exact factor of K_Y, the
+    random-feature problem in the units of feature_units is seed 002's (P): the same objective (the rff J_FR is
+    s times it) and the same model. The square loss is one closed form on each side (models equal to rounding);
+    a robust one is two iterative solves stopped at a relative gap of 1e-12 (exact) and at MM's own test (rff), and
+    Λ-strong convexity bounds the models' distance by √(2 ΔJ/Λ) ≈ 1e-5 for ΔJ ≈ 1e-13."""
+    X, Y = multilabel
+    ky, how = RFF_EXACT_CASES[case]
+    exact, rff = _rff_pair(X, Y, ky, how, loss)
+    _, s = feature_units(loss, rff.rank_)
+    assert rff.lam_ == pytest.approx(1e-3, rel=1e-12) and rff.loss_ == loss
+    assert rff.objective_history_[-1] / s == pytest.approx(exact.objective_, rel=1e-9)
+    Z = np.unique(Y, axis=0)
+    inner_e, inner_r = exact._inner_with(X, Z), rff._inner_with(X, Z)
+    tol = 1e-9 if loss.is_square else 1e-4
+    np.testing.assert_allclose(inner_r, inner_e, atol=tol * np.abs(inner_e).max())
+    np.testing.assert_array_equal(rff.decode(X, Z), exact.decode(X, Z))
+    if how == "exact":
+        np.testing.assert_allclose(rff.predict_embedding(X), exact.predict_embedding(X), atol=tol)
+        np.testing.assert_array_equal(rff.predict(X), exact.predict(X))
+
+
+def test_rff_path_histograms_and_scalars_match_the_exact_solver(rng):
+    """Hellinger ψ = √y (its closed-form decoder on the rff path) and a scalar output with a Gaussian output kernel
+    (the 1-D minimisation of k(z, z) − 2<h(x), ψ(z)>) with Nyström M = n: the exact solver's predictions."""
+    X = rng.uniform(-1, 1, (40, 2))
+    P = np.exp(np.c_[X, -X[:, :1]] + 0.2 * rng.standard_normal((40, 3)))
+    H = P / P.sum(axis=1, keepdims=True)
+    exact, rff = _rff_pair(X, H, Hellinger(), "exact", Square())
+    np.testing.assert_allclose(rff.predict(X), exact.predict(X), atol=1e-9)
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(40)
+    exact, rff = _rff_pair(X, y, Gaussian(2.0), "nystrom", Square())
+    assert rff.predict(X).shape == (40,)
+    np.testing.assert_allclose(rff.predict(X), exact.predict(X), atol=1e-6)
+
+
+@pytest.mark.parametrize("loss", [Square(), Huber(0.7), EpsilonInsensitive(0.4), EpsilonSVR(0.5)], ids=repr)
+def test_feature_units_are_the_functional_problem_s_loss_up_to_the_factor_s(loss, rng):
+    """L_FR(r) = s L(‖r‖) on every residual, inside and outside κ/ε (MATH.md §8): s = 1/D for the losses of
+    quadratic growth, 1/√D for ε-SVR."""
+    D = 7
+    loss_fr, s = feature_units(loss, D)
+    assert s == pytest.approx(1 / math.sqrt(D) if isinstance(loss, EpsilonSVR) else 1 / D, rel=1e-12)
+    R = rng.standard_normal((30, D)) * np.geomspace(0.01, 5, 30)[:, None]
+    np.testing.assert_allclose(loss_fr.curve_values(R), s * loss.curve_values(R * math.sqrt(D)), rtol=1e-12, atol=0)
+
+
+def test_rff_path_refuses_what_it_cannot_do(multilabel):
+    X, Y = multilabel
+    with pytest.raises(ValueError, match="output_embedding='rff' is not available for kernel_y=Tanimoto"):
+        OutputKernelRegressor(kernel_y=Tanimoto(), solver="rff", output_embedding="rff").fit(X, Y)
+    with pytest.raises(ValueError, match="kernel_y=Delta.*offers no embedding"):
+        OutputKernelRegressor(kernel_y=Delta(), solver="rff").fit(X, Y[:, 0].astype(int))
+    Yn = Y.copy()
+    Yn[0, 1] = np.nan
+    with pytest.raises(ValueError, match="y has missing entries"):
+        OutputKernelRegressor(kernel_y=Tanimoto(), solver="rff").fit(X, Yn)
+    with pytest.raises(ValueError, match="loss=EpsilonSVR.*not smooth"):
+        OutputKernelRegressor(EpsilonSVR(0.3), solver="rff", rff_method="mm", lam=1e-3).fit(X, Y)
+    with pytest.raises(ValueError, match="lam='auto' selects Λ on the random-feature path"):
+        OutputKernelRegressor(lam="auto").fit(X, Y)
+    est = OutputKernelRegressor(solver="rff", n_features_x=20, random_state=0).fit(X, Y)
+    with pytest.raises(ValueError, match="alpha: weights on the training outputs"):
+        est.alpha(X)
+    with pytest.raises(ValueError, match="candidates must be outputs with 5 columns"):
+        est.decode(X, Y[:, :3])
+
+
+def test_rff_path_masks_missing_labels_of_a_coordinatewise_embedding(multilabel):
+    """Linear ψ on the rff path with 10% of the labels missing: MM passes on the masked objective (a missing label
+    is a missing coordinate of ψ, left out of the loss); the fit differs from the complete data's and predicts label
+    sets."""
+    X, Y = multilabel
+    Yn = Y.copy()
+    Yn[np.random.default_rng(1).random(Y.shape) < 0.1] = np.nan
+    Yn[np.isnan(Yn).all(axis=1), 0] = 1.0
+    kw = dict(solver="rff", n_features_x=30, lam=1e-3, random_state=0, tol=1e-10, max_iter=2000)
+    masked = OutputKernelRegressor(**kw).fit(X, Yn)
+    full = OutputKernelRegressor(**kw).fit(X, Y)
+    assert masked.rff_method_ == "mm" and full.rff_method_ == "closed_form"
+    assert not np.allclose(masked.coef_, full.coef_)
+    assert set(np.unique(masked.predict(X))) <= {0.0, 1.0}
+
+
+def test_rff_path_lam_auto_save_load_and_a_zarr_store_on_dask(multilabel, tmp_path):
+    """lam='auto' reports Λ = λ_FR / s of the selected λ_FR; a saved model predicts the same; the same fit from a
+    Zarr store of the raw label sets in chunks, on a Dask cluster with 2 partitions, equals the in-memory fit up to
+    the order of the sums."""
+    distributed = pytest.importorskip("distributed")
+    from rffor import data as rdata
+
+    X, Y = multilabel
+    kw = dict(loss=Huber(0.5), solver="rff", n_features_x=30, random_state=0, tol=1e-10)
+    est = OutputKernelRegressor(lam="auto", **kw).fit(X, Y)
+    _, s = feature_units(Huber(0.5), Y.shape[1])
+    assert est.lam_ == pytest.approx(est.lam_path_["lam"] / s, rel=1e-12) and est.loss_ == Huber(0.5)
+    path = est.save(tmp_path / "m.rffor")
+    again = load(path)
+    np.testing.assert_array_equal(again.predict_embedding(X), est.predict_embedding(X))
+    np.testing.assert_array_equal(again.predict(X), est.predict(X))
+    mem = OutputKernelRegressor(lam=1e-3, **kw).fit(X, Y)
+    store = rdata.write(tmp_path / "y.zarr", X, Y, chunks=10, dtype="float64")
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as c,
+        distributed.Client(c) as client,
+    ):
+        dist = OutputKernelRegressor(lam=1e-3, client=client, n_partitions=2, **kw).fit(store)
+    assert dist.output_type_ == "multilabel" and dist.n_features_in_ == X.shape[1]
+    np.testing.assert_allclose(dist.predict_embedding(X), mem.predict_embedding(X), rtol=1e-7, atol=1e-9)
