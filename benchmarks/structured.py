@@ -121,6 +121,8 @@ PAPER_GRIDS = {
 }
 TOL = 1e-6
 FLAT = 0.01
+#: the top-level README, whose "Structured outputs" section holds :func:`summary`
+ROOT_README = Path(__file__).resolve().parent.parent / "README.md"
 MAX_WIDEN = 6
 
 
@@ -962,6 +964,74 @@ BLOCKS = {
 }  # fmt: skip
 
 
+def summary(parts: dict) -> str:
+    """The table of the top-level README's "Structured outputs" section: one line per part, from its results."""
+    rows = []
+    if "paper" in parts:
+        d = parts["paper"]["runs"]["default"]
+        worst = max(abs(r["best_mse"] - PAPER_CODE[k]) for k, r in d["rows"].items())
+        fits = sum(r["fits"] for r in d["rows"].values())
+        unc = sum(r["uncertified"] for r in d["rows"].values())
+        rows.append([
+            "Seed 002's YEAST table (300 rows, its protocol), test MSE, 4 losses",
+            " / ".join(f"{k} {r['best_mse']:.4f}" for k, r in d["rows"].items()),
+            " / ".join(f"{PAPER_CODE[k]:.4f}" for k in d["rows"]) + " (paper code)",
+            f"max diff {worst:.4f}; {fits - unc}/{fits} fits certified; {d['seconds']:.0f} s",
+        ])  # fmt: skip
+    if "yeast" in parts:
+        st = parts["yeast"]["settings"]
+        for label, key in (("clean", "clean"), ("20% of training label vectors complemented", "20% complemented")):
+            s_ = st.get(key, {})
+            ours = " / ".join(f"{m[6:]} {100 * r['hamming']:.2f}" for m, r in s_.items() if m.startswith("rffor"))
+            base = min((m for m in s_ if not m.startswith("rffor")), key=lambda m: s_[m]["hamming"], default=None)
+            rows.append([
+                f"YEAST standard split, test Hamming %, {label}", ours or "—",
+                "—" if base is None else f"best baseline: {base} {100 * s_[base]['hamming']:.2f}",
+                "5-fold CV, the same rule for every method",
+            ])  # fmt: skip
+    if "toy" in parts:
+        recs = parts["toy"]["records"]
+        n = max(r["n"] for r in recs)
+        ms = {m: np.mean([r["methods"][m]["rmse"] for r in recs if r["n"] == n]) for m in recs[-1]["methods"]}
+        rows.append([
+            f"Seed 004's Cauchy toy, n = {n}, RMSE to the clean function ({parts['toy']['reps']} draws)",
+            " / ".join(f"{m} {v:.3f}" for m, v in ms.items() if m.startswith("rffor")),
+            f"KRR {ms.get('KRR', float('nan')):.3f}; seed 004: 0.07 (Alg. 1), 0.19 (KRR)", "goal ≤ 0.08",
+        ])  # fmt: skip
+    if "digits" in parts:
+        recs = parts["digits"]["records"]
+        ms = {m: np.mean([r["methods"][m]["hellinger"] for r in recs]) for m in recs[0]["methods"]}
+        ours = [m for m in ms if m.startswith("rffor")]
+        rows.append([
+            "Seed 004's digit halves, test Hellinger loss", " / ".join(f"{ms[m]:.3f}" for m in ours),
+            "; ".join(f"{m.split(' (')[0]} {v:.3f}" for m, v in ms.items() if m not in ours), f"{len(recs)} draws",
+        ])  # fmt: skip
+    if "large" in parts:
+        data = parts["large"]
+        for r in data["equal"]:
+            rows.append([
+                f"Random-feature path = exact solver ({r['loss']}, n = {r['n']:,}, Nyström M = n, Zarr on Dask)",
+                f"objective {r['rff_objective']:.8g}, Hamming {r['rff_hamming']:.4f}",
+                f"exact: objective {r['exact_objective']:.8g}, Hamming {r['exact_hamming']:.4f}",
+                f"max abs Δh(x) {r['max_abs_diff_embedding']:.1e}",
+            ])  # fmt: skip
+        for loss in ("square", "huber"):
+            sc = sorted((r for r in data["scale"] if r["loss"] == loss and r["method"].startswith("rffor rff")),
+                        key=lambda r: r["n"])  # fmt: skip
+            if sc:
+                rows.append([
+                    f"Random-feature path, lam='auto', {loss}, synthetic multilabel from a Zarr store on Dask",
+                    " / ".join(f"n = {r['n']:,}: {r['hamming']:.4f}" for r in sc),
+                    f"Bayes rule {data['bayes_hamming']:.4f}", "test Hamming",
+                ])  # fmt: skip
+    return (
+        markdown_table(["task", "rffor", "reference", "note"], rows)
+        + "\n\nCommands: `python benchmarks/structured.py PART` with PART one of paper, yeast (`--resume`), toy "
+        "(`--huber`), digits, large (`--resume`); `python benchmarks/structured.py --report-only` rebuilds the tables "
+        "from `benchmarks/results/structured_*.json`."
+    )
+
+
 def report(parts: dict) -> str:
     lines = ["### Structured outputs (issue 24)", ""]
     for key in PARTS:
@@ -1012,8 +1082,10 @@ def main(argv=None) -> int:
         block = report(parts)
         if args.no_readme:
             print(block)
+            print(summary(parts))
         else:
             write_section("structured", block, args.readme)
+            write_section("structured-summary", summary(parts), ROOT_README)
     return 0
 
 
