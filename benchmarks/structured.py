@@ -164,6 +164,7 @@ class _ProtocolPath(OutputKernelRegressorCV):
         return res
 
     def _refit(self, est, X, Y, theta):
+        est.n_iter_ = 0  # not fitted: the CV's own n_iter_ reads it
         return est
 
 
@@ -285,6 +286,7 @@ class _PathScores(OutputKernelRegressorCV):
     selection is :func:`_select`'s, which refits the winner itself."""
 
     def _refit(self, est, X, Y, theta):
+        est.n_iter_ = 0  # not fitted: the CV's own n_iter_ reads it
         return est
 
 
