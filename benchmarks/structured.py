@@ -837,7 +837,8 @@ def run_large(args) -> None:
     make = {"square": lambda: Square(), "huber": lambda: Huber(LARGE_KAPPA)}
     root = Path(tempfile.mkdtemp(prefix="rffor_large_"))
     done_eq = {(r["n"], r["loss"]) for r in out["equal"]}
-    done_sc = {(r["n"], r["loss"]) for r in out["scale"]}
+    M = args.large_nx
+    done_sc = {(r["n"], r["loss"]) for r in out["scale"] if r.get("M", LARGE_NX) == M}
     with (
         distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl,
         distributed.Client(cl) as client,
@@ -884,17 +885,17 @@ def run_large(args) -> None:
                 loss = make[name]()
                 t0 = time.perf_counter()
                 rf = OutputKernelRegressor(
-                    loss, kernel_x=kx, lam="auto", solver="rff", input_features="nystrom", n_features_x=LARGE_NX,
+                    loss, kernel_x=kx, lam="auto", solver="rff", input_features="nystrom", n_features_x=M,
                     client=client, random_state=args.seed,
                 ).fit(ds)  # fmt: skip
-                rec = {"n": n, "loss": name, "method": "rffor rff (lam='auto')",
+                rec = {"n": n, "loss": name, "method": f"rffor rff (lam='auto', M = {M})", "M": M,
                        "hamming": _hamming(Yte, rf.predict(Xte)),
                        "lam": float(rf.lam_), "passes": int(rf.n_iter_), "rff_method": rf.rff_method_,
                        "seconds": time.perf_counter() - t0, "load": [round(x, 2) for x in os.getloadavg()]}  # fmt: skip
                 out["scale"].append(rec)
                 print("scale", rec, flush=True)
                 save_json("structured_large" + ("_quick" if args.quick else ""), out)
-                if n <= AUTO_EXACT_MAX_N:  # the exact solver with the Λ the rff path selected on held-out rows
+                if n <= AUTO_EXACT_MAX_N and M == LARGE_NX:  # the exact solver with the Λ the rff selection chose
                     t0 = time.perf_counter()
                     ex = OutputKernelRegressor(loss, kernel_x=kx, lam=rf.lam_, tol=TOL).fit(X, Y)
                     rec = {"n": n, "loss": name, "method": "rffor exact (Λ of the rff selection)",
@@ -935,6 +936,9 @@ def _large_block(data: dict) -> str:
         ]  # fmt: skip
     if data["scale"]:
         ns = sorted({r["n"] for r in data["scale"]})
+        for r in data["scale"]:  # records saved before M was a choice: M = 500
+            if r["method"] == "rffor rff (lam='auto')":
+                r["method"] = f"rffor rff (lam='auto', M = {LARGE_NX})"
         methods = sorted({(r["loss"], r["method"]) for r in data["scale"]}, key=lambda k: (k[1], k[0]))
         rows = []
         for loss, method in methods:
@@ -946,7 +950,7 @@ def _large_block(data: dict) -> str:
         loads = [r["load"][0] for r in data["scale"]]
         lines += [
             f"**More rows**: the rff path with lam='auto' (held-out rows of the store; at most 200,000 rows in the "
-            f"selection), M = {LARGE_NX} Nyström centres, test Hamming (Λ selected, wall seconds of the whole fit "
+            "selection), M Nyström centres, test Hamming (Λ selected, wall seconds of the whole fit "
             f"including the selection; 1-minute load average at the end of the fits {min(loads):.1f}–{max(loads):.1f} "
             "on 2 cores, timings indicative only):",
             "",
@@ -1034,11 +1038,13 @@ def summary(parts: dict) -> str:
                 f"max abs Δh(x) {r['max_abs_diff_embedding']:.1e}",
             ])  # fmt: skip
         for loss in ("square", "huber"):
-            sc = sorted((r for r in data["scale"] if r["loss"] == loss and r["method"].startswith("rffor rff")),
-                        key=lambda r: r["n"])  # fmt: skip
-            if sc:
+            for M in sorted({r.get("M", LARGE_NX) for r in data["scale"] if r["method"].startswith("rffor rff")}):
+                sc = sorted((r for r in data["scale"] if r["loss"] == loss and r["method"].startswith("rffor rff")
+                             and r.get("M", LARGE_NX) == M), key=lambda r: r["n"])  # fmt: skip
+                if not sc:
+                    continue
                 rows.append([
-                    f"Random-feature path, lam='auto', {loss}, synthetic multilabel from a Zarr store on Dask",
+                    f"Random-feature path, lam='auto', {loss}, M = {M}, synthetic multilabel from a Zarr store on Dask",
                     " / ".join(f"n = {r['n']:,}: {r['hamming']:.4f}" for r in sc),
                     f"Bayes rule {data['bayes_hamming']:.4f}", "test Hamming",
                 ])  # fmt: skip
@@ -1083,6 +1089,7 @@ def main(argv=None) -> int:
     parser.add_argument("--large-losses", nargs="+", choices=("square", "huber"), default=None, help="large: losses")
     parser.add_argument("--equal-n", type=int, default=2000, help="large: n of the exact-vs-rff check (M = n)")
     parser.add_argument("--skip-equal", action="store_true", help="large: no exact-vs-rff check in this run")
+    parser.add_argument("--large-nx", type=int, default=LARGE_NX, help="large: Nyström centres M of the scale runs")
     parser.add_argument("--report-only", action="store_true", help="rebuild the README block from the results")
     add_common_args(parser)
     args = parser.parse_args(argv)
