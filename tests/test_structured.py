@@ -613,3 +613,23 @@ def test_rff_path_lam_auto_save_load_and_a_zarr_store_on_dask(multilabel, tmp_pa
         dist = OutputKernelRegressor(lam=1e-3, client=client, n_partitions=2, **kw).fit(store)
     assert dist.output_type_ == "multilabel" and dist.n_features_in_ == X.shape[1]
     np.testing.assert_allclose(dist.predict_embedding(X), mem.predict_embedding(X), rtol=1e-7, atol=1e-9)
+
+
+def test_output_kernel_space_spec_round_trip_and_embeddings(multilabel):
+    """Each embedding of OutputKernelSpace rebuilt from its spec and arrays gives the same ψ; Nyström features on
+    all the distinct outputs are an exact factor of K_Y (ΨΨᵀ = K_Y), random Fourier features approach it."""
+    from rffor.outputs import OUTPUT_SPACES, OutputKernelSpace
+    from rffor.outputs.kernel_embedding import make_output_embedding
+
+    _, Y = multilabel
+    L = np.unique(Y, axis=0)
+    for ky, how in [(Linear(), "exact"), (Tanimoto(), "nystrom"), (Gaussian(0.3), "rff"), (Gaussian(0.3), "nystrom")]:
+        emb = make_output_embedding(ky, how, dim=Y.shape[1], n_features=4000, seed=(0, 8), landmarks=L)
+        space = OutputKernelSpace(ky, emb)
+        again = OUTPUT_SPACES[space.to_spec()["kind"]].from_state(space.to_spec(), space.arrays())
+        np.testing.assert_array_equal(again.embedding.transform(Y), emb.transform(Y))
+        Psi = emb.transform(Y)
+        err = np.abs(Psi @ Psi.T - ky.gram(Y)).max()
+        assert err < (0.05 if how == "rff" else 1e-10), (ky, how, err)
+    with pytest.raises(ValueError, match="output_embedding must be 'auto' or one of"):
+        make_output_embedding(Linear(), "svd", dim=3, n_features=2, seed=0)
