@@ -1188,6 +1188,28 @@ def report(results: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+#: the validation's goal: the model within this relative error of every measured pass
+MODEL_TOLERANCE = 0.25
+
+
+def _validation_verdict(rows: list[dict]) -> str:
+    """Which settings the model predicts within :data:`MODEL_TOLERANCE`, per route, and the worst error."""
+    parts = []
+    for route in MODEL_ROUTES:
+        sel = [r for r in rows if r["route"] == route]
+        ok = sum(abs(r["error"]) <= MODEL_TOLERANCE for r in sel)
+        worst = max(sel, key=lambda r: abs(r["error"]))
+        parts.append(f"{route} {ok} of {len(sel)} (worst {100 * worst['error']:+.0f}%, {worst['layout']} "
+                     f"{worst['workers']}x{worst['threads']})")  # fmt: skip
+    met = all(abs(r["error"]) <= MODEL_TOLERANCE for r in rows)
+    return (
+        f"Within {100 * MODEL_TOLERANCE:.0f}%: "
+        + "; ".join(parts)
+        + f". Goal: **{'met' if met else 'not met'}**"
+        + ("." if met else ": the projections below rest on a model this machine does not confirm everywhere.")
+    )
+
+
 def _model_lines(res: dict) -> list[str]:
     cl = res["cluster"]
     proj = res["projection"]
@@ -1245,6 +1267,8 @@ def _model_lines(res: dict) -> list[str]:
                 for r in res["validation"]
             ],
         ),  # fmt: skip
+        "",
+        _validation_verdict(res["validation"]),
         "",
         f"Projected efficiency per pass (ideal compute time over modelled pass time), before → after: links of "
         f"{NET_BANDWIDTH * 8 / 1e9:g} Gb/s and {NET_LATENCY * 1e3:g} ms per hop, nodes of {NODE_CORES} cores, chunks "
