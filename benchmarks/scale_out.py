@@ -885,7 +885,16 @@ def bench_model(args) -> dict:
 
 #: the pool's rows: a route's task, folded by :func:`rffor.executor.fold_chunks` (chunkwise routes) or run on P = 2
 #: partitions at once (DSGD: a partition is one sequential chain, so a worker's threads run partitions)
-POOL_ROUTES = ("closed form", "closed form (f2py TSQR)", "MM pass cold", "MM pass warm", "DSGD round (P = 2)")
+POOL_ROUTES = (
+    "closed form",
+    "closed form (f2py TSQR)",
+    "closed form (f2py TSQR, Zarr reads)",
+    "MM pass cold",
+    "MM pass warm",
+    "MM pass warm (Zarr reads)",
+    "DSGD round (P = 2)",
+    "DSGD round (P = 2, Zarr reads)",
+)
 
 
 def bench_pool(args) -> list[dict]:
@@ -896,8 +905,12 @@ def bench_pool(args) -> list[dict]:
     (features from the feature cache), both folded over all chunks by :func:`rffor.executor.fold_chunks` (the
     ``partitions_per="worker"`` layout); a DSGD round's :func:`~rffor.solvers.round_plan.round_task` on 2 partitions
     run on the pool (``partitions_per="thread"``; DSGD refuses ``"worker"``: a partition is one chain of steps).
-    A Zarr store of ``--pool-n`` curves in chunks of ``--model-chunk`` rows, the model's objects at
-    ``--model-features``; best of ``--repeats`` after a warm-up, and the speedup of 2 threads over 1."""
+    Rows "(Zarr reads)": every chunk read by Zarr's own pipeline instead of from its files (the code before
+    :class:`rffor.data._ChunkFiles`). For the chunkwise routes also "one task": the task called once on all chunks
+    in one thread (a 1-thread worker's pass, whose reads overlap its compute in :meth:`iter_chunks`'s prefetch
+    thread): the time a worker of 2 threads must beat. A Zarr store of ``--pool-n`` curves in chunks of
+    ``--model-chunk`` rows, the model's objects at ``--model-features``; best of ``--repeats`` after a warm-up, and
+    the speedup of 2 threads over 1."""
     from concurrent.futures import ThreadPoolExecutor
 
     import rffor._linalg as linalg
@@ -926,29 +939,44 @@ def bench_pool(args) -> list[dict]:
 
         passes = {
             "closed form": lambda T: fold(sums_task, _cold(maps))(T),
-            "closed form (f2py TSQR)": lambda T: fold(sums_task, _cold(maps))(T),
             "MM pass cold": lambda T: fold(grad_task, _cold(maps), B, loss)(T),
             "MM pass warm": fold(grad_task, maps, B, loss),
             "DSGD round (P = 2)": dsgd,
         }
+        one_task = {  # a worker of 1 thread with partitions_per="thread": one call over all chunks (prefetching)
+            "closed form": lambda: sums_task(data, 0, ids, _cold(maps)),
+            "MM pass cold": lambda: grad_task(data, 0, ids, _cold(maps), B, loss),
+            "MM pass warm": lambda: grad_task(data, 0, ids, maps, B, loss),
+        }
         for route in args.pool_routes or POOL_ROUTES:
-            routines = linalg._tpqr_routines
-            if route == "closed form (f2py TSQR)":
-                linalg._tpqr_routines = lambda: None  # the f2py wrappers (same bits, GIL held)
+            base = route.split(" (")[0] if "(P = 2" not in route else "DSGD round (P = 2)"
+            routines, chunk_files = linalg._tpqr_routines, rffor.data._chunk_files
+            if "f2py TSQR" in route:  # the TSQR steps through SciPy's f2py wrappers (same bits, GIL held)
+                linalg._tpqr_routines = lambda: None
+            if "Zarr reads" in route:  # every chunk read by Zarr (same bits), not from its files
+                rffor.data._chunk_files = lambda key: None
             try:
                 row = {"route": route, "n": data.n, "chunks": data.n_chunks, "D_x": args.model_features}
                 results = {}
                 for T in (1, 2):
-                    passes[route](T)  # warm-up (and the MM cache filled)
-                    row[f"t{T}_s"], results[T] = _timed(lambda T=T, f=passes[route]: f(T), args.repeats)
+                    passes[base](T)  # warm-up (and the MM cache filled)
+                    row[f"t{T}_s"], results[T] = _timed(lambda T=T, f=passes[base]: f(T), args.repeats)
+                if base in one_task:
+                    one_task[base]()
+                    row["one_task_s"] = _timed(one_task[base], args.repeats)[0]
                 row["speedup"] = row["t1_s"] / row["t2_s"]
                 row["same_bits"] = _same_bits(results[1], results[2])
             finally:
-                linalg._tpqr_routines = routines
+                linalg._tpqr_routines, rffor.data._chunk_files = routines, chunk_files
             row["load"] = os.getloadavg()[0]
             out.append(row)
-            print(f"{route:24s} 1 thread {row['t1_s']:.3f} s, 2 threads {row['t2_s']:.3f} s: {row['speedup']:.2f}x "
-                  f"(same bits: {row['same_bits']}), load {row['load']:.1f}", flush=True)  # fmt: skip
+            one = (
+                f", one task {row['one_task_s']:.3f} s ({row['one_task_s'] / row['t2_s']:.2f}x)"
+                if "one_task_s" in row
+                else ""
+            )
+            print(f"{route:36s} 1 thread {row['t1_s']:.3f} s, 2 threads {row['t2_s']:.3f} s: {row['speedup']:.2f}x"
+                  f"{one} (same bits: {row['same_bits']}), load {row['load']:.1f}", flush=True)  # fmt: skip
     return out
 
 
