@@ -465,7 +465,9 @@ class Dataset:
         return slice(i * c, min((i + 1) * c, self.n))
 
     def chunk(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """Read chunk ``i`` (one whole-chunk read of x and of y).
+        """Read chunk ``i`` (one whole-chunk read of x and of y): from the chunk files of a local store in
+        :func:`write`'s layout (:class:`_ChunkFiles`: Zarr's bytes, with the GIL released while decoding), else
+        through Zarr.
 
         Parameters
         ----------
