@@ -161,6 +161,7 @@ def test_tpqr_releases_the_gil():
     import ctypes
     import sys
     import threading
+    import time
 
     from scipy.linalg import lapack
 
@@ -179,7 +180,7 @@ def test_tpqr_releases_the_gil():
         started.set()
         while not stop.is_set():
             count[0] += 1
-            stop.wait(0)  # releases the GIL (and takes it back) at every step
+            time.sleep(0)  # releases the GIL (and asks for it back) at every step
 
     def ctypes_call():
         a, b, t, w = a0.copy(order="F"), b0.copy(order="F"), np.zeros((64, p), order="F"), np.empty(64 * p)
