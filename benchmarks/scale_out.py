@@ -980,6 +980,46 @@ def bench_pool(args) -> list[dict]:
     return out
 
 
+def bench_pool_dask(args) -> list[dict]:
+    """The lead's comparison on real Dask workers (one ``dask worker`` process): a worker of 1 thread
+    (``partitions_per="thread"``, P = 1: one task over all chunks) against a worker of 2 threads
+    (``partitions_per="worker"``, P = 1: the chunks shared by its threads), median seconds of ``--model-passes``
+    passes of the closed form (cold) and of an MM pass (warm: passes after the first), as :func:`validate_model`
+    times them, on the ``--pool`` store."""
+    from rffor.solvers.mm import grad_task
+    from rffor.solvers.sums import sums_task
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        mem = _model_data(args.pool_n, args.seed, args.model_chunk)
+        data = rffor.data.write(os.fspath(tmp / "pool.zarr"), mem.X, mem.Y, mem.theta, chunks=args.model_chunk)
+        o = _route_objects(mem, args.model_features, args.seed)
+        for layout, threads in (("thread", 1), ("worker", 2)):
+            sub = tmp / f"{layout}{threads}"
+            sub.mkdir()
+            with dask_processes(sub, 1, nthreads=threads) as address:
+                ex = DaskExecutor(scheduler_address=address)
+                with ex.open(data, 1, partitions_per=layout) as s:
+                    maps_h = s.share(o["maps"])
+                    for route in ("closed form", "MM pass"):
+                        seconds = []
+                        for _ in range(args.model_passes + 1):
+                            if route == "closed form":
+                                h = s.share(_cold(o["maps"]))
+                                s.reduce(sums_task, h, label=route)
+                            else:
+                                h = s.share(o["B"])
+                                s.reduce(grad_task, maps_h, h, o["loss"], label=route)
+                            s.release(h)
+                            seconds.append(s.stats[-1].seconds)
+                        row = {"route": route, "layout": layout, "threads": threads, "n": data.n,
+                               "seconds": float(np.median(seconds[1:]))}  # fmt: skip
+                        rows.append(row)
+                        print(f"dask 1 worker x {threads} ({layout}): {route} {row['seconds']:.3f} s", flush=True)
+    return rows
+
+
 def _same_bits(a, b) -> bool:
     """Whether two task results (dataclasses of arrays and numbers, or lists of them) have the same bits."""
     import dataclasses
@@ -1310,6 +1350,19 @@ def _pool_lines(res: dict) -> list[str]:
     if not _quiet(res):
         return lines + ["Not published: the machine was not quiet; rerun the command above on a quiet machine.", ""]
     rows = res["pool"]
+    dask_rows = res.get("pool_dask") or []
+    if dask_rows:
+        by = {(r["route"], r["threads"]): r["seconds"] for r in dask_rows}
+        lines += [
+            "On one `dask worker` process (the same store; median pass, MM passes warm): "
+            + "; ".join(
+                f"{route}: 1 thread {by[route, 1]:.3f} s, 2 threads {by[route, 2]:.3f} s "
+                f"({by[route, 1] / by[route, 2]:.2f}x)"
+                for route in ("closed form", "MM pass")
+            )  # fmt: skip
+            + ".",
+            "",
+        ]
     return lines + [
         f"A Zarr store of {rows[0]['n']:,} curves (d = 50, m = 100) in {rows[0]['chunks']} chunks, Nyström D_x = "
         f"{rows[0]['D_x']} (DSGD: random Fourier features); best of the repeats.",
@@ -1427,6 +1480,7 @@ def main(argv=None) -> None:
     parser.add_argument("--model", action="store_true", help="the cost model: constants, validation, projections")
     parser.add_argument("--speedup", action="store_true", help="default routes on 2 workers against 1")
     parser.add_argument("--pool", action="store_true", help="the routes' tasks on a pool of 1 and 2 threads")
+    parser.add_argument("--pool-dask", action="store_true", help="--pool also on a Dask worker of 1 and 2 threads")
     parser.add_argument("--pool-n", type=int, default=64_000, help="curves of the pool's store (64000)")
     parser.add_argument("--pool-routes", nargs="+", default=None, choices=POOL_ROUTES, metavar="ROUTE",
                         help=f"the pool's rows ({'; '.join(POOL_ROUTES)}; default all)")  # fmt: skip
@@ -1480,6 +1534,8 @@ def main(argv=None) -> None:
                     model_figure(results["projection"], figure_path("scale_out", args.quick))
                 elif part == "pool":
                     results["pool"] = bench_pool(args)
+                    if args.pool_dask:
+                        results["pool_dask"] = bench_pool_dask(args)
                 else:
                     results["speedup"] = bench_speedup(args)
             results["load_end"] = os.getloadavg()
