@@ -13,8 +13,8 @@ products and ufuncs do; so do the TSQR steps (:func:`rffor._linalg.append_rows` 
 LAPACK through ctypes, not SciPy's f2py wrappers, which hold it) and the chunk reads of a local store
 (:meth:`rffor.data.Dataset.chunk` decodes the chunk files itself, not through Zarr's async pipeline, whose Python
 ran one read at a time). Measured in one process (benchmarks/scale_out.py ``--pool``, 32 chunks of 2,000 curves,
-Nyström D_x = 300): 2 threads against the one task of a 1-thread worker, 1.36-1.48x for the closed form and
-1.43-1.48x for a warm MM pass (both 0.98-1.04x before these two changes).
+Nyström D_x = 300, three runs on a paused machine): 2 threads against the one task of a 1-thread worker,
+1.36-1.54x for the closed form and 1.43-1.53x for a warm MM pass (0.88-1.06x before these two changes).
 """
 
 from __future__ import annotations
