@@ -880,6 +880,158 @@ def bench_model(args) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# 4b. a worker's threads: the routes' tasks on a pool of 1 and 2 threads in one process
+# ---------------------------------------------------------------------------------------------------------------
+
+#: the pool's rows: a route's task, folded by :func:`rffor.executor.fold_chunks` (chunkwise routes) or run on P = 2
+#: partitions at once (DSGD: a partition is one sequential chain, so a worker's threads run partitions)
+POOL_ROUTES = (
+    "closed form",
+    "closed form (f2py TSQR)",
+    "closed form (f2py TSQR, Zarr reads)",
+    "MM pass cold",
+    "MM pass warm",
+    "MM pass warm (Zarr reads)",
+    "DSGD round (P = 2)",
+    "DSGD round (P = 2, Zarr reads)",
+)
+
+
+def bench_pool(args) -> list[dict]:
+    """Pass times of the routes' tasks in this process on a pool of 1 and of 2 threads (one BLAS thread each), as a
+    Dask worker of that many threads runs them: the closed form's :func:`~rffor.solvers.sums.sums_task` (cold:
+    features computed; also with the TSQR steps through SciPy's f2py wrappers, which hold the GIL: the code before
+    the ctypes path of :func:`rffor._linalg._tpqr`), an MM pass's :func:`~rffor.solvers.mm.grad_task` cold and warm
+    (features from the feature cache), both folded over all chunks by :func:`rffor.executor.fold_chunks` (the
+    ``partitions_per="worker"`` layout); a DSGD round's :func:`~rffor.solvers.round_plan.round_task` on 2 partitions
+    run on the pool (``partitions_per="thread"``; DSGD refuses ``"worker"``: a partition is one chain of steps).
+    Rows "(Zarr reads)": every chunk read by Zarr's own pipeline instead of from its files (the code before
+    :class:`rffor.data._ChunkFiles`). For the chunkwise routes also "one task": the task called once on all chunks
+    in one thread (a 1-thread worker's pass, whose reads overlap its compute in :meth:`iter_chunks`'s prefetch
+    thread): the time a worker of 2 threads must beat. A Zarr store of ``--pool-n`` curves in chunks of
+    ``--model-chunk`` rows, the model's objects at ``--model-features``; best of ``--repeats`` after a warm-up, and
+    the speedup of 2 threads over 1."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import rffor._linalg as linalg
+    from rffor.executor import fold_chunks, one_blas_thread
+    from rffor.solvers.mm import grad_task
+    from rffor.solvers.round_plan import round_task
+    from rffor.solvers.sums import sums_task
+
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        mem = _model_data(args.pool_n, args.seed, args.model_chunk)
+        data = rffor.data.write(os.fspath(Path(tmp) / "pool.zarr"), mem.X, mem.Y, mem.theta, chunks=args.model_chunk)
+        o = _route_objects(mem, args.model_features, args.seed)
+        maps, B, loss = o["maps"], o["B"], o["loss"]
+        ids = list(range(data.n_chunks))
+        parts = data.partition(2)
+        plan = o["plan"](parts)
+        s = args.split_every
+
+        def fold(fn, *fn_args):
+            return lambda T: fold_chunks(fn, data, 0, ids, fn_args, None, T, s)
+
+        def dsgd(T):
+            with one_blas_thread(), ThreadPoolExecutor(T) as pool:
+                return list(pool.map(lambda p: round_task(data, p, parts[p], plan, o["state"], 0), range(2)))
+
+        passes = {
+            "closed form": lambda T: fold(sums_task, _cold(maps))(T),
+            "MM pass cold": lambda T: fold(grad_task, _cold(maps), B, loss)(T),
+            "MM pass warm": fold(grad_task, maps, B, loss),
+            "DSGD round (P = 2)": dsgd,
+        }
+        one_task = {  # a worker of 1 thread with partitions_per="thread": one call over all chunks (prefetching)
+            "closed form": lambda: sums_task(data, 0, ids, _cold(maps)),
+            "MM pass cold": lambda: grad_task(data, 0, ids, _cold(maps), B, loss),
+            "MM pass warm": lambda: grad_task(data, 0, ids, maps, B, loss),
+        }
+        for route in args.pool_routes or POOL_ROUTES:
+            base = route.split(" (")[0] if "(P = 2" not in route else "DSGD round (P = 2)"
+            routines, chunk_files = linalg._tpqr_routines, rffor.data._chunk_files
+            if "f2py TSQR" in route:  # the TSQR steps through SciPy's f2py wrappers (same bits, GIL held)
+                linalg._tpqr_routines = lambda: None
+            if "Zarr reads" in route:  # every chunk read by Zarr (same bits), not from its files
+                rffor.data._chunk_files = lambda key: None
+            try:
+                row = {"route": route, "n": data.n, "chunks": data.n_chunks, "D_x": args.model_features}
+                results = {}
+                for T in (1, 2):
+                    passes[base](T)  # warm-up (and the MM cache filled)
+                    row[f"t{T}_s"], results[T] = _timed(lambda T=T, f=passes[base]: f(T), args.repeats)
+                if base in one_task:
+                    one_task[base]()
+                    row["one_task_s"] = _timed(one_task[base], args.repeats)[0]
+                row["speedup"] = row["t1_s"] / row["t2_s"]
+                row["same_bits"] = _same_bits(results[1], results[2])
+            finally:
+                linalg._tpqr_routines, rffor.data._chunk_files = routines, chunk_files
+            row["load"] = os.getloadavg()[0]
+            out.append(row)
+            one = (
+                f", one task {row['one_task_s']:.3f} s ({row['one_task_s'] / row['t2_s']:.2f}x)"
+                if "one_task_s" in row
+                else ""
+            )
+            print(f"{route:36s} 1 thread {row['t1_s']:.3f} s, 2 threads {row['t2_s']:.3f} s: {row['speedup']:.2f}x"
+                  f"{one} (same bits: {row['same_bits']}), load {row['load']:.1f}", flush=True)  # fmt: skip
+    return out
+
+
+def bench_pool_dask(args) -> list[dict]:
+    """The lead's comparison on real Dask workers (one ``dask worker`` process): a worker of 1 thread
+    (``partitions_per="thread"``, P = 1: one task over all chunks) against a worker of 2 threads
+    (``partitions_per="worker"``, P = 1: the chunks shared by its threads), median seconds of ``--model-passes``
+    passes of the closed form (cold) and of an MM pass (warm: passes after the first), as :func:`validate_model`
+    times them, on the ``--pool`` store."""
+    from rffor.solvers.mm import grad_task
+    from rffor.solvers.sums import sums_task
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        mem = _model_data(args.pool_n, args.seed, args.model_chunk)
+        data = rffor.data.write(os.fspath(tmp / "pool.zarr"), mem.X, mem.Y, mem.theta, chunks=args.model_chunk)
+        o = _route_objects(mem, args.model_features, args.seed)
+        for layout, threads in (("thread", 1), ("worker", 2)):
+            sub = tmp / f"{layout}{threads}"
+            sub.mkdir()
+            with dask_processes(sub, 1, nthreads=threads) as address:
+                ex = DaskExecutor(scheduler_address=address)
+                with ex.open(data, 1, partitions_per=layout) as s:
+                    maps_h = s.share(o["maps"])
+                    for route in ("closed form", "MM pass"):
+                        seconds = []
+                        for _ in range(args.model_passes + 1):
+                            if route == "closed form":
+                                h = s.share(_cold(o["maps"]))
+                                s.reduce(sums_task, h, label=route)
+                            else:
+                                h = s.share(o["B"])
+                                s.reduce(grad_task, maps_h, h, o["loss"], label=route)
+                            s.release(h)
+                            seconds.append(s.stats[-1].seconds)
+                        row = {"route": route, "layout": layout, "threads": threads, "n": data.n,
+                               "seconds": float(np.median(seconds[1:]))}  # fmt: skip
+                        rows.append(row)
+                        print(f"dask 1 worker x {threads} ({layout}): {route} {row['seconds']:.3f} s", flush=True)
+    return rows
+
+
+def _same_bits(a, b) -> bool:
+    """Whether two task results (dataclasses of arrays and numbers, or lists of them) have the same bits."""
+    import dataclasses
+
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_same_bits(x, y) for x, y in zip(a, b, strict=True))
+    if dataclasses.is_dataclass(a):
+        return all(_same_bits(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    return np.asarray(a).tobytes() == np.asarray(b).tobytes()
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # 5. the default routes on 2 workers against 1
 # ---------------------------------------------------------------------------------------------------------------
 
@@ -1008,7 +1160,7 @@ LOAD_LIMIT = 1.5
 #: (:class:`_common.ForeignCPU`: a load average counts the run's own worker processes too)
 FOREIGN_CPU_LIMIT = 0.1
 
-PARTS = ("tpqrt", "counting", "routes", "memory", "model", "speedup")
+PARTS = ("tpqrt", "counting", "routes", "memory", "model", "speedup", "pool")
 
 
 def _quiet(res: dict) -> bool:
@@ -1185,6 +1337,8 @@ def report(results: dict[str, dict]) -> str:
                 ),  # fmt: skip
                 "",
             ]
+    if "pool" in results:
+        lines += _pool_lines(results["pool"])
     return "\n".join(lines)
 
 
@@ -1208,6 +1362,48 @@ def _validation_verdict(rows: list[dict]) -> str:
         + f". Goal: **{'met' if met else 'not met'}**"
         + ("." if met else ": the projections below rest on a model this machine does not confirm everywhere.")
     )
+
+
+def _pool_lines(res: dict) -> list[str]:
+    """The README block's rows of ``--pool``: a worker's 2 threads against 1 on each route's task."""
+    lines = ["**A worker's threads** (`partitions_per=\"worker\"`): each route's task on a pool of 1 and of 2 threads "
+             "in one process, one BLAS thread each.", "", provenance(res["machine"], res["argv"],
+             load_end=res.get("load_end")), "", _quiet_text(res), ""]  # fmt: skip
+    if not _quiet(res):
+        return lines + ["Not published: the machine was not quiet; rerun the command above on a quiet machine.", ""]
+    rows = res["pool"]
+    dask_rows = res.get("pool_dask") or []
+    if dask_rows:
+        by = {(r["route"], r["threads"]): r["seconds"] for r in dask_rows}
+        lines += [
+            "On one `dask worker` process (the same store; median pass, MM passes warm): "
+            + "; ".join(
+                f"{route}: 1 thread {by[route, 1]:.3f} s, 2 threads {by[route, 2]:.3f} s "
+                f"({by[route, 1] / by[route, 2]:.2f}x)"
+                for route in ("closed form", "MM pass")
+            )  # fmt: skip
+            + ".",
+            "",
+        ]
+    return lines + [
+        f"A Zarr store of {rows[0]['n']:,} curves (d = 50, m = 100) in {rows[0]['chunks']} chunks, Nyström D_x = "
+        f"{rows[0]['D_x']} (DSGD: random Fourier features); best of the repeats.",
+        "",
+        markdown_table(
+            ["route", "1 thread (s)", "2 threads (s)", "speedup", "same bits"],
+            [
+                [
+                    r["route"],
+                    f"{r['t1_s']:.3f}",
+                    f"{r['t2_s']:.3f}",
+                    f"{r['speedup']:.2f}x",
+                    "yes" if r["same_bits"] else "no",
+                ]
+                for r in rows
+            ],
+        ),  # fmt: skip
+        "",
+    ]
 
 
 def _model_lines(res: dict) -> list[str]:
@@ -1307,6 +1503,11 @@ def main(argv=None) -> None:
                         help=f"count per pass of the real routes ({', '.join(ROUTES)}; default all)")  # fmt: skip
     parser.add_argument("--model", action="store_true", help="the cost model: constants, validation, projections")
     parser.add_argument("--speedup", action="store_true", help="default routes on 2 workers against 1")
+    parser.add_argument("--pool", action="store_true", help="the routes' tasks on a pool of 1 and 2 threads")
+    parser.add_argument("--pool-dask", action="store_true", help="--pool also on a Dask worker of 1 and 2 threads")
+    parser.add_argument("--pool-n", type=int, default=64_000, help="curves of the pool's store (64000)")
+    parser.add_argument("--pool-routes", nargs="+", default=None, choices=POOL_ROUTES, metavar="ROUTE",
+                        help=f"the pool's rows ({'; '.join(POOL_ROUTES)}; default all)")  # fmt: skip
     parser.add_argument("--memory", action="store_true", help="the driver's peak memory over whole fits")
     parser.add_argument("--memory-n", type=int, default=16_000, help="curves of the memory fits (16000)")
     parser.add_argument("--memory-features", type=int, nargs="+", default=[250, 500, 1000, 2000],
@@ -1328,12 +1529,15 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     parts = [p for p in PARTS if (getattr(args, p) is not None if p == "routes" else getattr(args, p))]
     if not parts and not args.report:
-        parser.error("choose at least one of --tpqrt, --counting, --routes, --memory, --model, --speedup, --report")
+        parser.error(
+            "choose at least one of --tpqrt, --counting, --routes, --memory, --model, --speedup, --pool, --report"
+        )
     if args.routes is not None and not args.routes:
         args.routes = list(ROUTES)
     if args.quick:
         args.model_rows, args.model_n, args.model_chunk, args.model_features = 1024, 8000, 500, 100
         args.speedup_n, args.speedup_features, args.route_features, args.repeats = 8000, 100, 100, 1
+        args.pool_n = 8000
     suffix = "_quick" if args.quick else ""
     with limit_blas_threads(args.threads):
         for part in parts:
@@ -1352,6 +1556,10 @@ def main(argv=None) -> None:
                 elif part == "model":
                     results.update(bench_model(args))
                     model_figure(results["projection"], figure_path("scale_out", args.quick))
+                elif part == "pool":
+                    results["pool"] = bench_pool(args)
+                    if args.pool_dask:
+                        results["pool_dask"] = bench_pool_dask(args)
                 else:
                     results["speedup"] = bench_speedup(args)
             results["load_end"] = os.getloadavg()
