@@ -21,6 +21,7 @@ Nothing here is part of the ``rffor`` package.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import math
@@ -47,6 +48,7 @@ FIGURES = BENCH_DIR / "figures"
 RESULTS = BENCH_DIR / "results"
 
 __all__ = [
+    "ForeignCPU",
     "BENCH_DIR",
     "FIGURES",
     "README",
@@ -267,6 +269,53 @@ def best_and_ties(scores: dict[str, Sequence[float]]) -> tuple[str, set[str]]:
 # ---------------------------------------------------------------------------------------------------------------
 # timing and cross-validation
 # ---------------------------------------------------------------------------------------------------------------
+
+
+def _busy_cpu_seconds() -> float:
+    """CPU seconds the whole machine spent busy since boot (``/proc/stat``: all but idle and iowait)."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_seconds() -> float:
+    """CPU seconds of this process, its reaped children and its live descendants (e.g. Dask worker processes)."""
+    import psutil
+
+    t = os.times()
+    own = t.user + t.system + t.children_user + t.children_system
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            ct = child.cpu_times()
+            own += ct.user + ct.system
+    return own
+
+
+class ForeignCPU:
+    """The CPU that *other* processes used while a block ran, in cores (time average).
+
+    A load average cannot tell a run's own worker processes from other jobs: a 2-worker fit on 2 cores drives it
+    to 2 by itself. This counts the machine's busy CPU time (``/proc/stat``) minus this process tree's, so a
+    timing can be published when the rest of the machine stayed (nearly) idle. Linux only; ``cores`` is NaN
+    elsewhere.
+    """
+
+    def __enter__(self) -> ForeignCPU:
+        self.cores = float("nan")
+        try:
+            self._start = (_busy_cpu_seconds(), _own_cpu_seconds(), time.perf_counter())
+        except (OSError, ImportError, ValueError):  # pragma: no cover - non-Linux
+            self._start = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._start is None:  # pragma: no cover
+            return
+        busy0, own0, t0 = self._start
+        wall = time.perf_counter() - t0
+        foreign = (_busy_cpu_seconds() - busy0) - (_own_cpu_seconds() - own0)
+        self.cores = max(foreign, 0.0) / wall if wall > 0 else float("nan")
 
 
 def timed(fn: Callable, *args, **kwargs):

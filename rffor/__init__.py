@@ -3,7 +3,16 @@
 __version__ = "0.1.0"
 
 from .estimator import FunctionalRegressor, load  # noqa: E402
-from .model_selection import FunctionalRegressorCV  # noqa: E402
+from .model_selection import FunctionalRegressorCV, OutputKernelRegressorCV  # noqa: E402
 from .quantile import QuantileFunctionRegressor  # noqa: E402
+from .structured import OutputKernelRegressor  # noqa: E402
 
-__all__ = ["FunctionalRegressor", "FunctionalRegressorCV", "QuantileFunctionRegressor", "load", "__version__"]
+__all__ = [
+    "FunctionalRegressor",
+    "FunctionalRegressorCV",
+    "OutputKernelRegressor",
+    "OutputKernelRegressorCV",
+    "QuantileFunctionRegressor",
+    "load",
+    "__version__",
+]

@@ -260,6 +260,19 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         kt = self.kernel_theta if self.kernel_theta is not None else CurveGrid(theta).default_kernel()
         return kx, kt
 
+    @classmethod
+    def _param_from_spec(cls, name: str, value: dict):
+        """A constructor parameter saved as a spec (:func:`_params_for_save`) rebuilt for :func:`load`: the loss and
+        the kernels (``kernel_*``); a subclass with other spec-valued parameters extends it."""
+        from .kernels import kernel_from_spec
+        from .losses import loss_from_spec
+
+        if name == "loss":
+            return loss_from_spec(value)
+        if name.startswith("kernel"):
+            return kernel_from_spec(value)
+        return value
+
     def _resolve_solver(self, n: int, is_dataset: bool) -> str:
         if self.solver == "auto":
             return "rff" if is_dataset or n > AUTO_EXACT_MAX_N else "admm"
@@ -694,19 +707,14 @@ def _params_for_save(est) -> tuple[dict, list[str]]:
 
 
 def _params_from_saved(cls, params: dict) -> dict:
-    from .kernels import kernel_from_spec
-    from .losses import loss_from_spec
-
     known = cls().get_params(deep=False)
     unknown = sorted(set(params) - set(known))
     if unknown:
         raise ValueError(f"unknown estimator parameters {unknown}")
     params = dict(params)
     for name, value in params.items():
-        if isinstance(value, dict) and name == "loss":
-            params[name] = loss_from_spec(value)
-        elif isinstance(value, dict) and name.startswith("kernel"):
-            params[name] = kernel_from_spec(value)
+        if isinstance(value, dict):
+            params[name] = cls._param_from_spec(name, value)
     return params
 
 

@@ -63,7 +63,7 @@ import numpy as np
 
 from ._validation import check_real
 
-__all__ = ["Loss", "Square", "Huber", "EpsilonInsensitive", "Pinball", "loss_from_spec"]
+__all__ = ["Loss", "Square", "Huber", "EpsilonInsensitive", "EpsilonSVR", "Pinball", "loss_from_spec"]
 
 
 def _row_norms(U: np.ndarray) -> np.ndarray:
@@ -432,6 +432,83 @@ class EpsilonInsensitive(Loss):
 
 
 @dataclass(frozen=True)
+class EpsilonSVR(Loss):
+    """ε-insensitive norm loss of seed 002's ε-SVR, (P3): ``L(f) = (‖f‖₂ − ε)₊`` (MATH.md §8), with ‖·‖₂ the μ_m
+    norm of MATH.md §1 (for structured outputs, the norm of the output RKHS).
+
+    It is ``‖·‖ □ ι{‖·‖ ≤ ε}``, not a loss ``½‖·‖² □ g``: its conjugate ``L*(α) = ε‖α‖ + ι{‖α‖ ≤ 1}`` has no ½‖α‖²,
+    so its duals (D_s) and (D_e) have ``dual_quadratic`` = 0 (as the pinball losses' (D_q)) and are not strongly
+    convex. In the coordinates of MATH.md §3.1 (multiply the dual by m, ‖α_i‖ = ‖a_i‖₂/√m)
+
+        ψ(a_i) = ε√m ‖a_i‖₂ + ι{‖a_i‖₂ ≤ √m}        (D_s),        ψ_e(a_i) = ε‖a_i‖₂ + ι{‖a_i‖₂ ≤ 1}   (D_e),
+
+    and the prox of γψ is the block soft-threshold at γε√m followed by the projection on the ball of radius √m
+    (γε and 1 for ψ_e): ψ is a function of ‖a_i‖ alone, ``t ↦ εt + ι(t ≤ R)``, whose 1-D prox is
+    ``min((t − γε)₊, R)``. At the optimum a_i ∈ ∂L(r_i) (scaled by √m on splines): ‖α_i‖ = 1 where ‖r_i‖ > ε and
+    α_i = 0 where ‖r_i‖ < ε; the predictions depend on the few rows with α_i ≠ 0 (seed 002 §3.1: data sparsity).
+    ``epsilon`` is in the units of the outputs; ε = 0 is the (non-squared) norm loss ‖f‖₂, never the square loss.
+    """
+
+    epsilon: float = 0.1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_real(self.epsilon, "epsilon", low=0))
+        object.__setattr__(self, "integral", False)
+        object.__setattr__(self, "supports_eigen", True)
+        object.__setattr__(self, "dual_quadratic", 0.0)
+
+    @property
+    def param_name(self) -> str:
+        return "epsilon"
+
+    @property
+    def is_smooth(self) -> bool:
+        """No: the norm has a kink at every residual of norm ε (and at 0 when ε = 0)."""
+        return False
+
+    def curve_values(self, R, theta=None):
+        R0, _, counts = _observed(R)
+        norms = np.sqrt(_safe_div(np.einsum("ij,ij->i", R0, R0)[:, None], counts))[:, 0]
+        return np.maximum(norms - self.epsilon, 0.0)
+
+    def grad(self, R, theta=None):
+        """``r_ij / (m_i ‖r_i‖₂)`` where ‖r_i‖₂ > ε, 0 inside the ε-ball (the subgradient 0 at its boundary)."""
+        R0, _, counts = _observed(R)
+        norms = np.sqrt(_safe_div(np.einsum("ij,ij->i", R0, R0)[:, None], counts))
+        active = norms > self.epsilon
+        scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=active & (norms > 0))
+        return _safe_div(R0, counts) * scale.astype(R0.dtype, copy=False)
+
+    def _penalty(self, A: np.ndarray, radius: float, weight: float) -> float:
+        norms = _row_norms(np.asarray(A))
+        if np.max(norms, initial=0.0) > radius * (1 + 1e-10):
+            return math.inf
+        return float(weight * norms.sum())
+
+    def _prox(self, U: np.ndarray, threshold: float, radius: float) -> np.ndarray:
+        U = np.asarray(U)
+        V = U * _shrink_factor(_row_norms(U), threshold) if threshold > 0 else np.array(U, copy=True)
+        return V * _project_factor(_row_norms(V), radius)
+
+    def dual_penalty(self, A, theta=None):
+        r = math.sqrt(np.shape(A)[1])
+        return self._penalty(A, r, self.epsilon * r)
+
+    def prox_dual(self, U, step, theta=None):
+        r = math.sqrt(np.shape(U)[1])
+        return self._prox(U, step * self.epsilon * r, r)
+
+    def dual_penalty_eigen(self, A):
+        return self._penalty(A, 1.0, self.epsilon)
+
+    def prox_dual_eigen(self, U, step):
+        return self._prox(U, step * self.epsilon, 1.0)
+
+    def to_spec(self):
+        return {"name": "epsilon_svr", "epsilon": self.epsilon}
+
+
+@dataclass(frozen=True)
 class Pinball(Loss):
     """Integral pinball loss over quantile levels (module docstring (Q); MATH.md §6), with optional insensitivity ε
     (seed 001) and smoothing κ (thesis 003 §5.4.2).
@@ -530,7 +607,13 @@ class Pinball(Loss):
         return {"name": "pinball", "epsilon": self.epsilon, "kappa": self.kappa}
 
 
-_LOSSES = {"square": Square, "huber": Huber, "epsilon_insensitive": EpsilonInsensitive, "pinball": Pinball}
+_LOSSES = {
+    "square": Square,
+    "huber": Huber,
+    "epsilon_insensitive": EpsilonInsensitive,
+    "epsilon_svr": EpsilonSVR,
+    "pinball": Pinball,
+}
 #: the loss classes by their spec name (:func:`loss_from_spec`); a loss defined elsewhere registers itself with
 #: :func:`register_loss`
 LOSSES = _LOSSES

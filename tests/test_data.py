@@ -537,3 +537,45 @@ def test_lost_chunk_write_is_detected(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match=r"only 3 of 4 chunks of 'y'"):
         rdata.write(dest, da.from_array(X, chunks=10), da.from_array(Y, chunks=10), chunks=10)
     assert siblings(dest) == []
+
+
+# --------------------------------------------------------------------------------------------
+# chunks read from their files (rffor.data._ChunkFiles)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_chunks_read_from_their_files_have_zarrs_bits(tmp_path, dtype):
+    """The direct reads of a store :func:`write` made (the last chunk partial, NaNs) give Zarr's arrays exactly:
+    same bytes, dtype and shape, writable and C-contiguous."""
+    X, Y = make_xy(n=1037, d=5, m=7)
+    ds = rdata.write(tmp_path / "a.zarr", X, Y, dtype=dtype, chunks=100)
+    key = rdata._HandleKey(ds._url, ds._storage_options, ds._signature())
+    assert rdata._chunk_files(key) is not None  # the direct path is the one tested
+    zx, zy = ds._arrays()
+    for i in range(ds.n_chunks):
+        sl = ds.chunk_slice(i)
+        X_i, Y_i = ds.chunk(i)
+        for ours, zarrs in ((X_i, zx[sl]), (Y_i, zy[sl])):
+            assert ours.dtype == zarrs.dtype and ours.shape == zarrs.shape
+            assert ours.tobytes() == zarrs.tobytes()
+            assert ours.flags.writeable and ours.flags.c_contiguous
+    assert X_i.shape == (37, 5)
+
+
+def test_chunk_files_fall_back_to_zarr(tmp_path):
+    """A chunk without a file reads as Zarr's fill value (NaN); a store of other codecs is read by Zarr."""
+    X, Y = make_xy(n=40, d=2, m=3, nan_frac=0.0)
+    ds = rdata.write(tmp_path / "a.zarr", X, Y, chunks=10)
+    os.remove(tmp_path / "a.zarr" / "y" / "c" / "2" / "0")
+    X_2, Y_2 = ds.chunk(2)
+    np.testing.assert_array_equal(X_2, X[20:30].astype(np.float32))
+    assert np.isnan(Y_2).all() and Y_2.shape == (10, 3)
+    group = zarr.open_group(zarr.storage.LocalStore(str(tmp_path / "c.zarr")), mode="w", zarr_format=3)
+    group.create_array("x", data=np.ones((20, 2), np.float32), chunks=(8, 2), compressors=None)
+    group.create_array("y", data=np.arange(60, dtype=np.float32).reshape(20, 3), chunks=(8, 3), compressors=None)
+    group.create_array("theta", data=np.linspace(0, 1, 3))
+    group.attrs.update({"rffor_format": 1, "n": 20, "d": 2, "m": 3})
+    plain = rdata.open(tmp_path / "c.zarr")
+    assert rdata._chunk_files(rdata._HandleKey(plain._url, None, plain._signature())) is None
+    np.testing.assert_array_equal(plain.chunk(2)[1], np.arange(48, 60, dtype=np.float32).reshape(4, 3))

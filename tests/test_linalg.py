@@ -110,3 +110,108 @@ def test_bad_shapes_are_refused():
         merge_triangular(a, np.zeros((4, 7)))
     with pytest.raises(ValueError, match=r"A must have shape \(rows, 6\)"):
         append_rows(a, np.zeros((3, 5)))
+
+
+@pytest.mark.parametrize(
+    ("p", "k", "rows", "merge"),
+    [
+        (40, 7, 90, False),
+        (40, 0, 90, False),
+        (40, 7, 13, False),
+        (130, 20, 300, False),
+        (40, 7, 0, True),
+        (40, 7, 90, True),
+        (40, 0, 90, True),
+        (1, 3, 1, True),
+        (130, 20, 60, True),
+    ],
+    ids=[
+        "append",
+        "append-p=q",
+        "append-rows<p",
+        "append-nb<p",
+        "merge-zero",
+        "merge",
+        "merge-p=q",
+        "merge-1",
+        "merge-nb<p",
+    ],
+)
+def test_tpqr_through_ctypes_has_the_bits_of_scipys_wrappers(p, k, rows, merge):
+    """The GIL-free path calls the LAPACK routines SciPy's f2py wrappers call, with their arguments: same bits."""
+    from rffor import _linalg
+
+    if _linalg._tpqr_routines() is None:  # pragma: no cover - SciPy without cython_lapack's pointers
+        pytest.skip("SciPy's Cython LAPACK is not available")
+    rng = np.random.default_rng(p + k + rows)
+    r = factor(rng, p, k, 2 * p)
+    B = factor(rng, p, k, rows) if merge else rng.standard_normal((rows, p + k))
+    l = p if merge else 0
+    ours = _linalg._tpqr(r, B, l)
+    scipys = positive_diagonal(_linalg._tpqr_f2py(r, B, l), overwrite=True)
+    assert ours.tobytes() == scipys.tobytes()
+    assert rel(ours, positive_diagonal(triangular_update(r, B))) < 1e-12  # and it is the factor
+
+
+def test_tpqr_releases_the_gil():
+    """While one thread is inside the LAPACK call another Python thread runs: a counter thread advances during the
+    call. The switch interval is made huge so that the calling thread gives up the GIL only where it releases it
+    itself; SciPy's f2py wrapper, called alike on arrays it takes as they are (no copy), holds it: the counter does
+    not move (the control that shows the test can fail)."""
+    import ctypes
+    import sys
+    import threading
+    import time
+
+    from scipy.linalg import lapack
+
+    from rffor import _linalg
+
+    routines = _linalg._tpqr_routines()
+    if routines is None:  # pragma: no cover
+        pytest.skip("SciPy's Cython LAPACK is not available")
+    rng = np.random.default_rng(0)
+    p, m = 500, 4000  # a call of tens of milliseconds
+    a0 = np.asfortranarray(np.triu(rng.standard_normal((p, p))))
+    b0 = np.asfortranarray(rng.standard_normal((m, p)))
+    count, stop, started = [0], threading.Event(), threading.Event()
+
+    def counter():
+        started.set()
+        while not stop.is_set():
+            count[0] += 1
+            time.sleep(0)  # releases the GIL (and asks for it back) at every step
+
+    def ctypes_call():
+        a, b, t, w = a0.copy(order="F"), b0.copy(order="F"), np.zeros((64, p), order="F"), np.empty(64 * p)
+        ints = [ctypes.byref(ctypes.c_int(v)) for v in (m, p, 0, 64, p, m, 64)]
+        info = ctypes.c_int(0)
+        args = ints[:4] + [a.ctypes.data, ints[4], b.ctypes.data, ints[5], t.ctypes.data, ints[6], w.ctypes.data]
+        before = count[0]
+        routines[0](*args, ctypes.byref(info))
+        after = count[0]
+        assert info.value == 0
+        return after - before
+
+    def f2py_call():
+        a, b = a0.copy(order="F"), b0.copy(order="F")
+        before = count[0]
+        *_, info = lapack.dtpqrt(0, 64, a, b, overwrite_a=1, overwrite_b=1)
+        after = count[0]
+        assert info == 0
+        return after - before
+
+    interval = sys.getswitchinterval()
+    thread = threading.Thread(target=counter, daemon=True)
+    sys.setswitchinterval(1000.0)
+    try:
+        thread.start()
+        started.wait()
+        advanced = [ctypes_call() for _ in range(3)]
+        held = [f2py_call() for _ in range(3)]
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+    assert min(advanced) > 0, advanced
+    assert max(held) == 0, held

@@ -53,7 +53,16 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.optimize import minimize_scalar
 
-from rffor.losses import LOSS_ALIASES, EpsilonInsensitive, Huber, Loss, Pinball, Square, loss_from_spec
+from rffor.losses import (
+    LOSS_ALIASES,
+    EpsilonInsensitive,
+    EpsilonSVR,
+    Huber,
+    Loss,
+    Pinball,
+    Square,
+    loss_from_spec,
+)
 from rffor.solvers.noncrossing import NonCrossingLoss
 
 pytestmark = pytest.mark.usefixtures("single_blas_thread")
@@ -99,6 +108,7 @@ EXAMPLES: dict[type, list[Example]] = {
     Square: [Example(Square())],
     Huber: [Example(Huber(kappa=kappa, p=p)) for p in (1, 2) for kappa in (0.3, 1.5)],
     EpsilonInsensitive: [Example(EpsilonInsensitive(epsilon=eps, p=p)) for p in (2, INF) for eps in (0.2, 1.0)],
+    EpsilonSVR: [Example(EpsilonSVR(epsilon=eps)) for eps in (0.0, 0.2, 1.0)],
     Pinball: [Example(Pinball(epsilon=eps, kappa=kappa)) for eps, kappa in [(0, 0), (0.3, 0), (0, 0.4), (0.2, 0.5)]],
     NonCrossingLoss: [
         Example(NonCrossingLoss(Pinball(), lam_nc=0.8, m=6, scale=0.4), m=6, n_extra=4),

@@ -25,7 +25,7 @@ def _data(n=300, D=6, seed=0):
 
 
 def test_registry_and_specs():
-    assert set(OUTPUT_SPACES) == {"curves", "levels", "embedding"}
+    assert set(OUTPUT_SPACES) == {"curves", "levels", "embedding", "output_kernel"}
     for space in (CurveGrid(np.linspace(0, 1, 5)), QuantileLevels([0.1, 0.5, 0.9]), EmbeddingSpace(4)):
         assert OUTPUT_SPACES[space.to_spec()["kind"]] is type(space) and json_value(space.to_spec())
     assert CurveGrid(np.linspace(0, 2, 5)).missing == "interpolate" and EmbeddingSpace(3).missing == "mask"

@@ -17,9 +17,9 @@ from _registry import public_classes  # tests/ is on sys.path (rootdir conftest)
 from sklearn.base import BaseEstimator
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from rffor import FunctionalRegressor, QuantileFunctionRegressor
-from rffor.losses import Huber
-from rffor.model_selection import FunctionalRegressorCV, QuantileFunctionRegressorCV
+from rffor import FunctionalRegressor, OutputKernelRegressor, QuantileFunctionRegressor
+from rffor.losses import EpsilonSVR, Huber
+from rffor.model_selection import FunctionalRegressorCV, OutputKernelRegressorCV, QuantileFunctionRegressorCV
 
 pytestmark = pytest.mark.usefixtures("single_blas_thread")
 
@@ -49,6 +49,14 @@ CONFIGS: dict[type, list[BaseEstimator]] = {
             levels=5, lams=[1e-2, 1e-4], cv=2, max_extensions=0, solver="rff", rff_params={"n_features_x": 50}
         ),
     ],
+    # structured outputs (real vectors here): the exact solvers, and random features of the embedding
+    OutputKernelRegressor: [
+        OutputKernelRegressor(),
+        OutputKernelRegressor(Huber(0.5, p=2), lam=1e-2),
+        OutputKernelRegressor(EpsilonSVR(0.1), lam=1e-2, solver="apgd"),
+        OutputKernelRegressor(Huber(0.5, p=2), lam=1e-2, solver="rff", n_features_x=40, random_state=0),
+    ],
+    OutputKernelRegressorCV: [OutputKernelRegressorCV(lams=[1e-2, 1e-4], cv=2, max_extensions=0)],
 }
 
 #: estimator class -> {check: why it fails}; run as xfail(strict=True)

@@ -1,13 +1,26 @@
-"""Kinds of output (:mod:`rffor.outputs.base`): curves on a grid, quantile levels, explicit embeddings, by name."""
+"""Kinds of output (:mod:`rffor.outputs.base`): curves on a grid, quantile levels, explicit embeddings, an output
+kernel's embedding of raw structured outputs, by name."""
 
 from __future__ import annotations
 
 from .base import OutputMap, OutputSpace, output_gram
 from .curves import CurveGrid
 from .embedding import EmbeddingSpace
+from .kernel_embedding import OutputKernelSpace
 from .levels import QuantileLevels
 
-__all__ = ["OutputSpace", "OutputMap", "output_gram", "CurveGrid", "QuantileLevels", "EmbeddingSpace", "OUTPUT_SPACES"]
+__all__ = [
+    "OutputSpace",
+    "OutputMap",
+    "output_gram",
+    "CurveGrid",
+    "QuantileLevels",
+    "EmbeddingSpace",
+    "OutputKernelSpace",
+    "OUTPUT_SPACES",
+]
 
 #: output spaces by their ``kind``
-OUTPUT_SPACES: dict[str, type[OutputSpace]] = {cls.kind: cls for cls in (CurveGrid, QuantileLevels, EmbeddingSpace)}
+OUTPUT_SPACES: dict[str, type[OutputSpace]] = {
+    cls.kind: cls for cls in (CurveGrid, QuantileLevels, EmbeddingSpace, OutputKernelSpace)
+}

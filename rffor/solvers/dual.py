@@ -122,6 +122,22 @@ class DualProblem:
             K_x, s, U, delta, None, None, R, 1.0 / (lam * n), lam, loss, eigen=True, V_r=V_r, t_r=tt[:n_eig], Y_grid=Y
         )
 
+    @classmethod
+    def structured(cls, K_x, V, lam, loss, *, eig_x=None) -> DualProblem:
+        """(D_e) of structured outputs (MATH.md §8): ``Y := V`` with ``K_Y = V Vᵀ`` (r columns), t = 1, c = 1/(λn).
+
+        This is seed 002's (D1)/(D2) (and (D3) for the ε-SVR loss, q = 0) with W = A, λ its Λ and the loss's κ, ε
+        its κ, ε in the norm of the output RKHS: the rows of V are isometric coordinates of the ψ(y_i), so the
+        residual norms of :meth:`primal_value` (the √r rescaling of the μ_r norm) are the RKHS norms. V may also be
+        an explicit embedding Ψ (an isometric image too), e.g. with missing entries masked by the loss.
+        """
+        if not loss.supports_eigen:
+            loss.prox_dual_eigen(np.zeros((1, 1)), 1.0)  # raises the loss's own explanation
+        V = np.asarray(V, dtype=np.float64)
+        n, r = V.shape
+        s, U = eig_x if eig_x is not None else eigh_psd(K_x)
+        return cls(K_x, s, U, np.ones(r), None, None, V, 1.0 / (lam * n), lam, loss, eigen=True)
+
     # ------------------------------------------------------------ operators
     @property
     def n(self) -> int:
