@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import re
@@ -38,6 +39,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.model_selection import KFold
 
+from rffor import metrics
 from rffor.edge_rule import Axis, Selection, select_widening  # the project's one edge rule, re-exported
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -56,8 +58,15 @@ __all__ = [
     "RULES",
     "Selection",
     "add_common_args",
+    "args_record",
+    "run_args",
+    "run_line",
+    "paired_verdict",
+    "best_and_ties",
     "cv_select_widening",
     "select_widening",
+    "selection_score",
+    "choose_by_cv",
     "edge_counts",
     "format_grid",
     "widening_text",
@@ -73,6 +82,9 @@ __all__ = [
     "nmse",
     "provenance",
     "save_json",
+    "open_results",
+    "save_progress",
+    "runs_text",
     "timed",
     "write_section",
     "write_zarr_blocks",
@@ -134,6 +146,7 @@ def machine_info(n_threads: int | None = None) -> dict:
         "memory_gib": round(mem_gib, 1),
         "load_avg_1_5_15": [round(x, 2) for x in load],
         "blas_threads": n_threads,
+        "nice": os.nice(0),
         "python": platform.python_version(),
         "numpy": np.__version__,
         "scipy": scipy.__version__,
@@ -158,11 +171,99 @@ def provenance(info: dict, argv: Sequence[str] | None = None, *, load_end: Seque
     return (
         f"Command: `{cmd}`  \n"
         f"Machine: {info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB, shared with other jobs "
-        f"(load average 1/5/15 min: {load}); BLAS threads: {info['blas_threads']}; "
+        f"(load average 1/5/15 min: {load}); BLAS threads: {info['blas_threads']}"
+        + (f", CPU priority nice {info['nice']}" if info.get("nice") is not None else "")
+        + "; "
         f"Python {info['python']}, NumPy {info['numpy']}, SciPy {info['scipy']}, scikit-learn "
         f"{info['scikit-learn']}, rffor {info['rffor']}.  \n"
         f"Date: {info['date']}."
     )
+
+
+def args_record(args) -> dict:
+    """A run's parsed arguments (``vars(args)``, after any ``--quick`` overrides) as JSON values, for its results
+    file: what a report rebuilt later (``--report-only``) must state instead of its own invocation's defaults."""
+    out = {}
+    for k, v in vars(args).items():
+        if isinstance(v, Path):
+            v = str(v)
+        elif isinstance(v, (list, tuple)):
+            v = [str(x) if isinstance(x, Path) else x for x in v]
+        out[k] = v
+    return out
+
+
+def run_args(run: dict, parser) -> dict:
+    """The arguments of the run that wrote the results ``run`` (a results file's dict, or one entry of its list of
+    runs): its recorded ``args`` (:func:`args_record`; older files stored them as strings, read back here), else its
+    recorded ``argv`` parsed again by the script's ``parser`` (arguments it did not give then take today's defaults).
+
+    Raises
+    ------
+    ValueError
+        If ``run`` records neither ``args`` nor ``argv``: a report cannot say what the run was given.
+    """
+    import ast
+
+    if run.get("args") is not None:
+        out = {}
+        for k, v in run["args"].items():
+            if isinstance(v, str):
+                try:
+                    v = ast.literal_eval(v)
+                except (ValueError, SyntaxError):
+                    pass
+            out[k] = v
+        return out
+    if run.get("argv"):
+        return vars(parser.parse_args(list(run["argv"][1:])))
+    raise ValueError("run must record its 'args' or its 'argv' (a results file saved by the script)")
+
+
+def run_line(run: dict) -> str:
+    """One line for a run of a merged report: its command, BLAS threads, CPU priority, date and load at its start."""
+    info = run.get("info", {})
+    cmd = " ".join(["python", *map(shlex.quote, run.get("argv") or ["?"])])
+    nice = info.get("nice")
+    load = info.get("load_avg_1_5_15")
+    return (
+        f"`{cmd}` (BLAS threads {info.get('blas_threads', '?')}"
+        + (f", nice {nice}" if nice is not None else "")
+        + f"; {info.get('date', '?')}"
+        + (f"; load average 1/5/15 min at its start {'/'.join(f'{x:g}' for x in load)}" if load else "")
+        + ")"
+    )
+
+
+def paired_verdict(a: Sequence[float], b: Sequence[float]) -> str:
+    """The verdict "better", "worse" or "tie" for scores ``a`` against ``b`` (lower is better) on the same draws
+    (splits): the mean of the paired differences a − b against its standard error (sample standard deviation /
+    √draws); a mean difference within one standard error is a tie.
+
+    Raises
+    ------
+    ValueError
+        If ``a`` and ``b`` do not have the same length ≥ 2 or hold non-finite values.
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape or a.ndim != 1 or a.size < 2 or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        raise ValueError(f"a and b must be finite scores on the same ≥ 2 draws, got shapes {a.shape}, {b.shape}")
+    d = a - b
+    se = d.std(ddof=1) / math.sqrt(d.size)
+    mean = d.mean()
+    if mean < -se:
+        return "better"
+    if mean > se:
+        return "worse"
+    return "tie"
+
+
+def best_and_ties(scores: dict[str, Sequence[float]]) -> tuple[str, set[str]]:
+    """The method of lowest mean score and every method tied with it (:func:`paired_verdict`: its mean paired
+    difference to the best within one standard error). ``scores``: ``{method: scores on the same draws}``."""
+    means = {k: float(np.mean(v)) for k, v in scores.items()}
+    best = min(means, key=means.get)
+    return best, {k for k, v in scores.items() if k != best and paired_verdict(v, scores[best]) == "tie"}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -225,9 +326,16 @@ def timed(fn: Callable, *args, **kwargs):
 
 
 def nmse(Y_true: np.ndarray, Y_pred: np.ndarray) -> float:
-    """NMSE of MATH.md §7: (1/(n m)) Σ (y_ij − ŷ_ij)² over observed entries (NaN in Y_true skipped)."""
-    R = np.where(np.isnan(Y_true), 0.0, np.asarray(Y_true, float) - np.asarray(Y_pred, float))
-    return float(np.sum(R**2) / Y_true.size)
+    """NMSE of MATH.md §7: (1/(n m)) Σ (y_ij − ŷ_ij)² over observed entries (NaN in Y_true skipped):
+    :func:`rffor.metrics.nmse`, which checks the shapes before subtracting (predictions of shape (n,) against
+    curves (n, m) used to broadcast to an (n, n) residual and score a wrong number silently).
+
+    Raises
+    ------
+    ValueError
+        If ``Y_pred`` does not have the shape of ``Y_true``.
+    """
+    return metrics.nmse(Y_true, Y_pred)
 
 
 FitPredict = Callable[[dict, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
@@ -236,8 +344,7 @@ FitPredict = Callable[[dict, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 def curve_median_mse(Y_true: np.ndarray, Y_pred: np.ndarray) -> float:
     """Median over curves of the per-curve mean squared error: a validation score that ignores a minority of
     corrupted validation curves (the fold score of the studies' selection rule on corrupted data, :data:`RULES`)."""
-    R = np.where(np.isnan(Y_true), 0.0, np.asarray(Y_true, float) - np.asarray(Y_pred, float))
-    return float(np.median(np.mean(R**2, axis=1)))
+    return metrics.curve_median_mse(Y_true, Y_pred)  # shapes checked (ValueError), as nmse
 
 
 def cv_select(
@@ -391,6 +498,26 @@ def cv_select_widening(
     return select_widening(evaluate, axes, reduce={r: RULES[r][1] for r in rules}, max_widen=max_widen, flat=flat)
 
 
+def selection_score(sel: Selection, rule: str) -> float:
+    """The score (reduced over the folds) of ``rule``'s selected candidate: what a choice between separately
+    selected models (e.g. one per loss, on the same folds and rule) compares, as any other hyperparameter."""
+    return float(sel.scores[rule][tuple(sel.best[rule][a] for a in sel.grids)])
+
+
+def choose_by_cv(scores: dict[str, float]) -> str:
+    """The key of the lowest validation score (the first in order on ties); a choice made on held-out data only.
+
+    Raises
+    ------
+    ValueError
+        If ``scores`` is empty or no score is finite.
+    """
+    finite = {k: v for k, v in scores.items() if np.isfinite(v)}
+    if not finite:
+        raise ValueError(f"scores must hold at least one finite validation score, got {scores}")
+    return min(finite, key=finite.get)
+
+
 def _grids_text(grids: dict) -> str:
     return "; ".join(f"{PARAM_LABEL.get(a, a)} {format_grid(g)}" for a, g in grids.items())
 
@@ -507,8 +634,56 @@ def save_json(name: str, payload: dict) -> Path:
     """Write the raw results of a run to ``benchmarks/results/NAME.json`` (for replotting without rerunning)."""
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}.json"
-    path.write_text(json.dumps(payload, indent=1, default=_json_default))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(payload, indent=1, default=_json_default))
+    os.replace(tmp, path)  # atomic: a run killed while saving leaves the previous file whole
     return path
+
+
+def open_results(name: str, fixed: dict, args, *, resume: bool) -> dict:
+    """The results file ``RESULTS/NAME.json`` of a run that saves as it goes (:func:`save_progress`): with ``resume``
+    the saved one (its ``records`` kept, the run added to its ``runs``), else a new one. ``fixed``: what every run
+    writing into the file must share (e.g. the seed and the grids), checked against the saved file's.
+
+    Returns
+    -------
+    dict
+        ``{"fixed", "runs", "records"}``; the last entry of ``runs`` is this run's (argv, parsed arguments, machine
+        state at its start).
+
+    Raises
+    ------
+    SystemExit
+        If the saved file was written with another ``fixed`` (or by a script that did not record it).
+    """
+    path = RESULTS / f"{name}.json"
+    fixed = json.loads(json.dumps(fixed, default=_json_default))
+    if resume and path.exists():
+        saved = json.loads(path.read_text())
+        if saved.get("fixed") != fixed:
+            raise SystemExit(f"{path}: written with {saved.get('fixed')}, this run has {fixed}: move it away")
+    else:
+        saved = {"fixed": fixed, "runs": [], "records": []}
+    saved["runs"].append({"argv": list(sys.argv), "args": args_record(args), "info": machine_info(args.threads)})
+    return saved
+
+
+def save_progress(name: str, saved: dict, seconds: float) -> None:
+    """Save a results file of :func:`open_results` now (atomically), with this run's wall time so far and the load
+    now."""
+    saved["runs"][-1].update(wall_seconds=seconds, load_end=[round(x, 2) for x in os.getloadavg()])
+    save_json(name, saved)
+
+
+def runs_text(runs: Sequence[dict]) -> str:
+    """The runs that wrote a results file (:func:`open_results`), one Markdown list item each: command, BLAS threads,
+    CPU priority, date and load at its start (:func:`run_line`), load at its end and wall time."""
+    return "\n".join(
+        f"- {run_line(run)}"
+        + (f", load at its end {'/'.join(f'{x:g}' for x in run['load_end'])}" if run.get("load_end") else "")
+        + (f", {run['wall_seconds'] / 60:.1f} min" if run.get("wall_seconds") is not None else "")
+        for run in runs
+    )
 
 
 def _json_default(o):

@@ -34,11 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
     add_common_args,
+    args_record,
     fmt,
     limit_blas_threads,
     machine_info,
     markdown_table,
     provenance,
+    run_args,
     save_json,
     write_section,
 )
@@ -65,23 +67,26 @@ def time_steps(cfg, Phi_x, Y, Phi_theta, B0, steps) -> float:
     return (time.perf_counter() - tic) / steps
 
 
-def report(records, info, argv, args) -> str:
+def report(records, info, argv, run) -> str:
+    """The block; ``run``: the arguments the measuring run was given (:func:`_common.run_args`), not those of a
+    ``--report-only`` invocation."""
     m = max(r["levels_per_step"] for r in records)
     rows = []
     for r in records:
         s = r["levels_per_step"]
         which = f"all m = {m}" if s == m else f"s = {s}"
         rows.append([r["loss"], r["D_x"], r["D_theta"], which, fmt(r["ms_per_step"]), f"{r['speedup']:.2f}x"])
-    steps = next((a.split("=")[1] for a in argv if a.startswith("--steps=")), args.steps)
+    threads = info["blas_threads"] if info.get("blas_threads") is not None else run["threads"]
     return "\n".join([
-        "### Level sampling in DSGD steps at m = 1,000 (issue 14)", "", provenance(info, argv), "",
-        f"Batch 256, float32, one BLAS thread, {steps} steps from the same state, best of {args.repeats} "
-        "interleaved rounds. Grid columns: s of the m = 1,000 columns per step, shared by the minibatch "
+        f"### Level sampling in DSGD steps at m = {m:,} (issue 14)", "", provenance(info, argv), "",
+        f"Batch 256, float32, {threads} BLAS thread{'s' if threads != 1 else ''}, {run['steps']} steps from the same "
+        f"state, best of {run['repeats']} "
+        f"interleaved rounds. Grid columns: s of the m = {m:,} columns per step, shared by the minibatch "
         "(functional outputs, exact output factor of a Gaussian k_Θ with γ = 100). Quantile function: scalar "
-        "targets and s levels drawn from U[0, 1], against the same targets expanded on 1,000 midpoint levels "
+        f"targets and s levels drawn from U[0, 1], against the same targets expanded on {m:,} midpoint levels "
         "(exact factor of γ = 10). The speed-up is the full grid's time per step over the sampled one's, in the "
         "same run. What remains of a sampled step is the 2·b·D_x·D_θ of the products with the input features, "
-        "hence the smaller gain at D_x = 1,000.", "",
+        f"hence the smaller gain at D_x = {max(r['D_x'] for r in records):,}.", "",
         markdown_table(["loss", "D_x", "D_θ", "levels per step", "ms per step", "speed-up"], rows),
     ])  # fmt: skip
 
@@ -102,7 +107,8 @@ def main(argv=None) -> int:
         from _common import RESULTS
 
         saved = json.loads((RESULTS / "level_sampling.json").read_text())
-        write_section("level-sampling", report(saved["records"], saved["info"], saved["argv"], args), args.readme)
+        run = run_args(saved, parser)
+        write_section("level-sampling", report(saved["records"], saved["info"], saved["argv"], run), args.readme)
         return 0
     limit_blas_threads(args.threads)
     if args.quick:
@@ -156,9 +162,12 @@ def main(argv=None) -> int:
                    "ms_per_step": 1e3 * best[k], "speedup": full / best[k]}  # fmt: skip
             records.append(rec)
             print(rec, flush=True)
-    save_json("level_sampling" + ("_quick" if args.quick else ""), {"info": info, "argv": sys.argv, "records": records})
+    save_json(
+        "level_sampling" + ("_quick" if args.quick else ""),
+        {"info": info, "argv": sys.argv, "args": args_record(args), "records": records},
+    )
     if not args.no_readme and not args.quick:
-        write_section("level-sampling", report(records, info, sys.argv, args), args.readme)
+        write_section("level-sampling", report(records, info, sys.argv, args_record(args)), args.readme)
     return 0
 
 

