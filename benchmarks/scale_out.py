@@ -1493,8 +1493,7 @@ def _model_lines(res: dict) -> list[str]:
         'threads share its partition\'s chunks 16-way (`partitions_per="worker"`). This machine measures 2 threads '
         "at 1.4-1.6x one single-threaded task on the same chunks (the `--pool` block: the TSQR steps and the chunk "
         "reads now release the GIL; the rest of a chunk's work is Python and small NumPy calls), and cannot measure "
-        "more than 2: those columns are upper bounds until a node of many cores confirms them. The validation "
-        "above was run before the GIL fixes of the `--pool` block.",
+        "more than 2: those columns are upper bounds until a node of many cores confirms them.",
         "",
         "![projected efficiency](figures/scale_out.png)",
         "",
