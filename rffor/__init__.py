@@ -1,7 +1,6 @@
 """rffor: robust function-valued regression in vector-valued RKHSs, exact and at scale."""
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from .estimator import FunctionalRegressor, load  # noqa: E402
 from .model_selection import FunctionalRegressorCV, OutputKernelRegressorCV  # noqa: E402
 from .quantile import QuantileFunctionRegressor  # noqa: E402

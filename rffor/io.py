@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from ._atomic import replace_directory
+from ._version import __version__
 
 __all__ = ["write", "read", "read_metadata", "is_model", "json_value", "FORMAT_NAME", "FORMAT_VERSION"]
 
@@ -156,8 +157,6 @@ def write(
     reserved = {"format", "format_version", "rffor_version", "arrays"} & set(metadata)
     if reserved:
         raise ValueError(f"metadata must not set the container's keys {sorted(reserved)}")
-    from . import __version__
-
     meta = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "rffor_version": __version__, **metadata}
     meta["arrays"] = {}
     payload = {}
