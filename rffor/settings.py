@@ -288,7 +288,8 @@ class RFSettings:
     )  # fmt: skip
     n_features_x: int | str = _opt(
         1000, Int(2), Choice(("auto",)), type_doc='int or "auto"', cli="--features-x", metavar="D|auto",
-        brief="random features of k_X (even), or Nyström centres M; auto: M = 2√n within --max-features-x",
+        brief=f"random features of k_X (even), or Nyström centres M; auto: M = {AUTO_FEATURES_PER_SQRT_N:g}√n within "
+        "--max-features-x",
         doc="D_x (even) for random features of k_X; the number of Nyström centres M (at most n) for Nyström "
         "features, which keep every direction of the centres' span (D_x = M). \"auto\": grows with the number of "
         "training curves n, ``M = ⌈c √n⌉`` with c = :data:`rffor.settings.AUTO_FEATURES_PER_SQRT_N` (FALKON's "
