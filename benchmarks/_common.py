@@ -22,9 +22,7 @@ Nothing here is part of the ``rffor`` package.
 from __future__ import annotations
 
 import datetime as _dt
-import itertools
 import json
-import math
 import os
 import platform
 import re
@@ -34,11 +32,12 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from sklearn.model_selection import KFold
+
+from rffor.edge_rule import Axis, Selection, select_widening  # the project's one edge rule, re-exported
 
 BENCH_DIR = Path(__file__).resolve().parent
 README = BENCH_DIR / "README.md"
@@ -293,89 +292,6 @@ LAM_FLOOR = 1e-14
 PARAM_LABEL = {"lam": "λ", "kappa": "κ", "epsilon": "ε", "alpha": "α", "n_components": "components"}
 
 
-@dataclass(frozen=True)
-class Axis:
-    """One hyperparameter's grid for :func:`cv_select_widening`.
-
-    Parameters
-    ----------
-    values : sequence of numbers
-        The starting grid (any order).
-    step : float, default 10
-        Widening factor: a selection at the low edge adds ``min / step``, at the high edge ``max * step``
-        (integer axes: rounded outwards, at least 1 apart).
-    low, high : float or None
-        Natural limits (inclusive): nothing past them is tried, a widening that would cross one adds the limit
-        itself, and a selection at a limit is reported as such, not widened (e.g. FPLS components ≤ the rank the
-        training folds allow).
-    integer : bool, default False
-        Integer values (numbers of components).
-    """
-
-    values: tuple
-    step: float = 10.0
-    low: float | None = None
-    high: float | None = None
-    integer: bool = False
-
-    def start(self) -> list:
-        """The starting grid, sorted, limits applied."""
-        vals = {self._cast(v) for v in self.values}
-        return sorted(v for v in vals if (self.low is None or v >= self.low) and (self.high is None or v <= self.high))
-
-    def widen(self, grid: Sequence, side: str) -> list:
-        """The value one widening adds past the ``side`` ("low" or "high") end of ``grid`` (empty at a limit)."""
-        # a value within rounding of a limit is the limit (1e-8 / 10**6 is not exactly 1e-14)
-        if side == "low":
-            v = grid[0] / self.step
-            v = min(math.floor(v), grid[0] - 1) if self.integer else v
-            v = v if self.low is None or v > self.low * (1 + 1e-9) else self.low
-            return [self._cast(v)] if v < grid[0] else []
-        v = grid[-1] * self.step
-        v = max(math.ceil(v), grid[-1] + 1) if self.integer else v
-        v = v if self.high is None or v < self.high * (1 - 1e-9) else self.high
-        return [self._cast(v)] if v > grid[-1] else []
-
-    def _cast(self, v):
-        return int(v) if self.integer else float(v)
-
-
-@dataclass
-class Selection:
-    """What :func:`cv_select_widening` found.
-
-    Attributes
-    ----------
-    best : dict
-        ``{rule: selected parameters}``.
-    edges : dict
-        ``{rule: {axis: status}}``, status one of "interior" (a tried value on each side of the selected one),
-        "low limit" / "high limit" (at the axis' natural limit), "flat low" / "flat high" (at an edge after the
-        grid was widened past it and the widening improved the score by less than the ``flat`` tolerance).
-    grids : dict
-        ``{axis: every value tried, sorted}`` (the starting grid and its widenings).
-    widened : list of str
-        The widenings in order, e.g. ``"lam low: 1e-10"``.
-    scores : dict
-        ``{rule: {candidate key: aggregated score}}``, key = tuple of the axis values in axis order.
-    fold_scores : dict
-        ``{rule: {candidate key: fold scores}}``.
-    """
-
-    best: dict
-    edges: dict
-    grids: dict
-    widened: list = field(default_factory=list)
-    scores: dict = field(default_factory=dict)
-    fold_scores: dict = field(default_factory=dict)
-
-    def candidates(self) -> list[dict]:
-        """Every candidate scored, as parameter dicts."""
-        names = list(self.grids)
-        first = next(iter(self.scores.values()))
-        return [dict(zip(names, key, strict=True)) for key in first]
-
-
 def cv_select_widening(
     fit_predict: FitPredict,
     axes: dict[str, Axis],
@@ -424,102 +340,6 @@ def cv_select_widening(
         return [_fold_scores(fit_predict, params, X, Y, folds, scorers) for params in candidates]
 
     return select_widening(evaluate, axes, reduce={r: RULES[r][1] for r in rules}, max_widen=max_widen, flat=flat)
-
-
-def select_widening(
-    evaluate: Callable[[list[dict]], list[dict]],
-    axes: dict[str, Axis],
-    *,
-    reduce: dict[str, Callable[[np.ndarray], float]],
-    max_widen: int = 6,
-    flat: float = 0.01,
-) -> Selection:
-    """The edge rule of every study, for any way of scoring candidates: select on the product of ``axes``, widen an
-    axis past any edge a selection lands on.
-
-    ``evaluate(candidates)`` receives the candidates not scored yet (parameter dicts, a whole grid or a widening's new
-    values at once, so that a caller can share work between them, e.g. a warm-started λ path) and returns, for each,
-    ``{rule: fold scores}`` (lower is better); ``reduce[rule]`` turns a candidate's fold scores into its score (a
-    fold that failed should score +inf). Each rule selects the candidate of lowest score (the first in sorted order
-    on ties). While a rule's selection sits at the low or high end of an axis, that axis gets one more value past
-    that end (:meth:`Axis.widen`, combined with every value of the other axes), and the selection is made again. A
-    side stops widening
-
-    - at the axis' natural limit (status "low limit" / "high limit"), or
-    - when one widening improved the rule's best score by less than ``flat`` (relative): the score is flat past
-      that edge (status "flat low" / "flat high"; the selection may then be the new end value);
-
-    otherwise the run fails loudly: RuntimeError after ``max_widen`` widenings of one side.
-
-    Returns
-    -------
-    Selection
-    """
-    rules = list(reduce)
-    names = list(axes)
-    grids = {a: axes[a].start() for a in names}
-    agg: dict = {r: {} for r in rules}
-    fold: dict = {r: {} for r in rules}
-    flat_sides: dict = {r: set() for r in rules}
-    pending: dict = {}  # (rule, axis, side) -> the rule's best score before that side was widened
-    n_widen: Counter = Counter()
-    widened: list[str] = []
-    while True:
-        current = list(itertools.product(*(grids[a] for a in names)))
-        new = [key for key in current if key not in agg[rules[0]]]
-        if new:
-            scored = evaluate([dict(zip(names, key, strict=True)) for key in new])
-            for key, fs in zip(new, scored, strict=True):
-                for r in rules:
-                    fold[r][key] = np.asarray(fs[r], dtype=float)
-                    agg[r][key] = float(reduce[r](fold[r][key]))
-        best, edges, todo = {}, {}, set()
-        for r in rules:
-            scores = np.array([agg[r][k] for k in current])
-            i = int(np.argmin(scores))
-            if not np.isfinite(scores[i]):
-                raise RuntimeError(f"rule {r!r}: every candidate failed to fit on some fold ({_grids_text(grids)})")
-            best[r] = current[i]
-            for (rule, a, side), before in list(pending.items()):
-                if rule == r:
-                    if not scores[i] < before * (1 - flat):
-                        flat_sides[r].add((a, side))
-                    del pending[(rule, a, side)]
-            edges[r] = {}
-            for j, a in enumerate(names):
-                g, v = grids[a], best[r][j]
-                edges[r][a] = "interior"
-                for side, end in (("low", g[0]), ("high", g[-1])):
-                    if v != end:
-                        continue
-                    if not axes[a].widen(g, side):
-                        edges[r][a] = f"{side} limit"
-                    elif (a, side) in flat_sides[r]:
-                        edges[r][a] = f"flat {side}"
-                    else:
-                        todo.add((a, side))
-                        pending[(r, a, side)] = scores[i]
-        if not todo:
-            break
-        for a, side in sorted(todo):
-            n_widen[(a, side)] += 1
-            if n_widen[(a, side)] > max_widen:
-                raise RuntimeError(
-                    f"the selection stays at the {side} edge of {a} after {max_widen} widenings and the score still "
-                    f"improves by more than {flat:.0%} per step ({_grids_text(grids)}): widen the starting grid or "
-                    "raise max_widen"
-                )
-            new_values = axes[a].widen(grids[a], side)
-            grids[a] = sorted(set(grids[a]) | set(new_values))
-            widened.append(f"{a} {side}: " + ", ".join(f"{v:.3g}" for v in new_values))
-    return Selection(
-        best={r: dict(zip(names, best[r], strict=True)) for r in rules},
-        edges=edges,
-        grids=grids,
-        widened=widened,
-        scores=agg,
-        fold_scores=fold,
-    )
 
 
 def _grids_text(grids: dict) -> str:

@@ -1,33 +1,49 @@
-"""Scale-out evidence (issue 23): merges on the workers, broadcasts by tree, counted per pass.
+"""Scale-out evidence (issue 23): merges on the workers, broadcasts by tree, every worker busy, counted and modelled.
 
-    python benchmarks/scale_out.py --tpqrt              # TSQR merge: LAPACK tpqrt against a dense QR, one thread
-    python benchmarks/scale_out.py --counting           # counts per pass, real scheduler, 16 workers, P = 2 … 128
-    python benchmarks/scale_out.py --counting --quick   # 4 workers, P = 2 … 16 (a smoke test, ~2 minutes)
+    python benchmarks/scale_out.py --tpqrt        # TSQR merge: LAPACK tpqrt against a dense QR, one thread
+    python benchmarks/scale_out.py --counting     # counts per pass of a synthetic reduction, 16 workers, P = 2 … 128
+    python benchmarks/scale_out.py --routes       # counts per pass of the real routes, 16 workers, P = 2 … 128
+    python benchmarks/scale_out.py --memory       # the driver's peak memory over whole fits, D_x = 250 … 2000
+    python benchmarks/scale_out.py --model        # cost model: constants, validation, projections (QUIET machine)
+    python benchmarks/scale_out.py --speedup      # default routes on 2 workers against 1 (QUIET machine)
+    python benchmarks/scale_out.py --report       # rewrite the README block from the saved results
+    (--quick: small sizes, a smoke test; results go to *_quick.json and nothing to the README)
 
 1. ``--tpqrt``: :func:`rffor._linalg.merge_triangular` (``dtpqrt`` + ``dtpmqrt``) against
    :func:`rffor._linalg.triangular_update` (a dense QR of the stacked pair) for two TSQR factors ``[R | Z]`` of
    D_x × (D_x + k), D_x + k = 1100 and 4100, one BLAS thread; and :func:`rffor._linalg.append_rows` against
-   ``triangular_update`` for one block of new rows (the leaf's step). Best of ``--repeats`` runs each, with the
-   largest difference of the two results (signs of rows normalised, relative to the largest entry).
-2. ``--counting``: :func:`count_passes`, a generic harness that runs passes of a given task over a real
-   ``dask scheduler`` with ``dask worker`` processes (one thread each; rffor's cluster/dask.yaml) for P from 2 to
-   128, and records per pass: the merges done by the driver, the bytes its connection to the scheduler received and
-   sent (the kernel's counters, :func:`rffor.executor.dask.wire_bytes`), its peak memory during the reduce
-   (tracemalloc, on the last pass of each setting only), tasks, tree depth and the driver's idle tail (last task's
-   end on a worker → the pass's result on the driver, from the scheduler's task stream). Two modes: ``tree``
-   (``session.reduce``: merges on the workers, the root gathered) and ``driver`` (the behaviour before issue 23:
-   every partition's result gathered by ``session.map`` and folded on the driver in partition order). The task
-   here is synthetic: the TSQR factor of random cosine features of a partition's rows next to its outputs (D_x =
-   ``--features`` columns), merged by ``merge_triangular``; the routes' own tasks plug in through
-   :func:`count_passes`'s ``task``/``make_args``/``combine``.
+   ``triangular_update`` for one block of new rows (the leaf's step).
+2. ``--counting`` and ``--routes``: :func:`count_passes` runs passes of a task over a real ``dask scheduler`` with
+   ``dask worker`` processes (one thread each; rffor's cluster/dask.yaml) for P from 2 to 128, and records per pass:
+   the merges done by the driver, the bytes its connection to the scheduler received and sent (the kernel's
+   counters, :func:`rffor.executor.dask.wire_bytes`), its peak memory during the reduce (tracemalloc, last pass),
+   tasks, tree depth and the driver's idle tail (last task's end on a worker → the pass's result on the driver).
+   Two modes: ``tree`` (``session.reduce``: merges on the workers, shared objects broadcast by a tree) and
+   ``driver`` (before issue 23: every partition's result gathered and folded on the driver, shared objects fetched
+   from one worker). ``--counting``: a synthetic TSQR reduction; ``--routes``: the routes' own tasks
+   (:func:`route_pass`: the closed form's sums, an MM gradient pass, a DSGD round, a ``lam="auto"`` selection pass
+   over row pieces of a sample of chunks) at D_x = ``--route-features``.
+3. ``--memory``: the driver's peak over whole fits (closed form, MM, ``lam="auto"``) on 2 worker processes, the
+   basis of the driver's memory formula in cluster/README.md.
+4. ``--model``: constants measured in the run (rows/s per core of each route's task, merges, the driver's solves,
+   bytes; the scheduler's time per task and per pass from passes of no-op tasks; transfer rates), a model of a
+   pass (:func:`pass_time`) validated against passes measured on this machine (1-16 workers, both layouts), and
+   its projection of the efficiency at 16-1024 cores for n = 1e7 and 1e8, D_x = 1000 and 4000, before and after
+   issue 23 (:func:`project`, figure ``benchmarks/figures/scale_out.png``).
+5. ``--speedup``: whole fits by the default routes (closed form, MM, ``lam="auto"``) in process, on 1 worker and on
+   2 workers (:func:`bench_speedup`).
 
-Results go to ``benchmarks/results/scale_out[_quick].json`` and the "scale_out" block of benchmarks/README.md.
+Timings (the model's constants and validation, the speedup) are published in the README only from a run whose load
+average stayed at most :data:`LOAD_LIMIT`; counts and memory do not depend on the load. Results go to
+``benchmarks/results/scale_out_<part>[_quick].json`` and the "scale_out" block of benchmarks/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import math
 import os
 import signal
 import subprocess
@@ -35,6 +51,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,6 +59,7 @@ import numpy as np
 from _common import (
     BENCH_DIR,
     add_common_args,
+    figure_path,
     limit_blas_threads,
     machine_info,
     markdown_table,
@@ -52,7 +70,7 @@ from _common import (
 
 import rffor.data  # noqa: E402
 from rffor._linalg import append_rows, merge_triangular, positive_diagonal, triangular_update  # noqa: E402
-from rffor.executor import fold_group  # noqa: E402
+from rffor.executor import IdleWorkersWarning, fold_group  # noqa: E402
 from rffor.executor.dask import DaskExecutor  # noqa: E402
 
 REPO = BENCH_DIR.parent
@@ -117,10 +135,9 @@ def _env() -> dict:
 
 
 @contextlib.contextmanager
-def dask_processes(directory: Path, n_workers: int, timeout: float = 120.0):
-    """``dask scheduler`` and ``n_workers`` ``dask worker`` processes (one thread each) on 127.0.0.1; yields the
-    scheduler's address. Stops only the processes it started, by their pids."""
-    import json
+def dask_processes(directory: Path, n_workers: int, timeout: float = 120.0, nthreads: int = 1):
+    """``dask scheduler`` and ``n_workers`` ``dask worker`` processes (``nthreads`` threads each) on 127.0.0.1; yields
+    the scheduler's address. Stops only the processes it started, by their pids."""
 
     dask = str(Path(sys.executable).with_name("dask"))
     sfile = directory / "scheduler.json"
@@ -138,8 +155,9 @@ def dask_processes(directory: Path, n_workers: int, timeout: float = 120.0):
         time.sleep(0.1)
         address = json.loads(sfile.read_text())["address"]
         for _ in range(n_workers):
-            procs.append(subprocess.Popen([dask, "worker", "--scheduler-file", str(sfile), "--nthreads", "1", "--host",
-                                           "127.0.0.1", *common], stdout=log, stderr=log, env=_env()))  # fmt: skip
+            worker = [dask, "worker", "--scheduler-file", str(sfile), "--nthreads", str(nthreads)]
+            worker += ["--host", "127.0.0.1"]
+            procs.append(subprocess.Popen([*worker, *common], stdout=log, stderr=log, env=_env()))
         from distributed import Client
 
         with Client(address, set_as_default=False) as c:
@@ -169,6 +187,8 @@ def count_passes(
     split_every: int | None = None,
     combine: Callable | None = None,
     modes: tuple[str, ...] = ("tree", "driver"),
+    sample: list[int] | None = None,
+    label: str = "",
 ) -> list[dict]:
     """Run ``passes`` passes of ``task`` over ``data`` for each P and mode; return one row per (mode, P).
 
@@ -181,7 +201,9 @@ def count_passes(
     task : callable
         ``task(part, p, chunk_ids, *args)``, a module-level function returning a partial (the executor protocol).
     make_args : callable
-        ``make_args(session) -> tuple``: the task's arguments, e.g. ``(session.share(B), …)``, made once per session.
+        ``make_args(session)``: the task's arguments, e.g. ``(session.share(B), …)``, made once per session; or a
+        function ``per_pass()`` returning ``(args, handles)`` for every pass (objects shared anew every pass, as a
+        route shares its B, released after the pass).
     passes : int
         Passes per setting; the first also carries the session's start (scattering the data description) and is
         left out of the medians; the last runs under tracemalloc for the driver's peak memory.
@@ -190,7 +212,14 @@ def count_passes(
     combine : callable, optional
         The partials' merge (default ``+``).
     modes : tuple of {"tree", "driver"}
-        ``tree``: ``session.reduce``; ``driver``: ``session.map`` and a left fold in partition order on the driver.
+        ``tree``: ``session.reduce``; ``driver``: ``session.map`` and a left fold in partition order on the driver,
+        with the shared objects broadcast as before issue 23 (every task fetches them from the worker holding them).
+    sample : list of int, optional
+        Passes over the rows of these chunks only (a ``lam="auto"`` selection on ``selection_rows``): ``tree`` runs
+        them over row pieces shared by all P partitions (``session.over``), ``driver`` restricted to the partitions
+        holding the chunks (as before).
+    label : str
+        Printed with every row.
 
     Returns
     -------
@@ -201,6 +230,8 @@ def count_passes(
     """
     from distributed import Client, get_task_stream
 
+    from rffor.chunked import RowPieces
+
     rows = []
     with Client(address, set_as_default=False) as client:
         workers = len(client.scheduler_info()["workers"])
@@ -208,19 +239,30 @@ def count_passes(
         for P in P_values:
             for mode in modes:
                 per_pass = []
-                ex = DaskExecutor(client=client, split_every=split_every)
-                with ex.open(data, P) as s:
-                    args = make_args(s)
+                # before issue 23 every task fetched a shared object from the one worker holding it (a star)
+                fanout = None if mode == "tree" else 10**6
+                ex = DaskExecutor(client=client, split_every=split_every, broadcast_fanout=fanout)
+                with contextlib.ExitStack() as stack:
+                    stack.enter_context(warnings.catch_warnings())
+                    warnings.simplefilter("ignore", IdleWorkersWarning)  # P < workers on purpose here
+                    s = stack.enter_context(ex.open(data, P))
+                    target, chunks = s, None
+                    if sample is not None and mode == "tree":
+                        target = stack.enter_context(s.over(RowPieces.spread(data, sample, len(s.partitions))))
+                    elif sample is not None:
+                        chunks = sample
+                    made = make_args(s)
                     for i in range(passes):
+                        args, handles = made() if callable(made) else (made, [])
                         traced = i == passes - 1
                         if traced:
                             tracemalloc.start()
                         with get_task_stream(client=client) as ts:
                             if mode == "tree":
-                                s.reduce(task, *args, combine=combine, label="pass")
+                                target.reduce(task, *args, combine=combine, chunks=chunks, label="pass")
                                 merges = s.stats[-1].driver_merges
                             else:
-                                results = s.map(task, *args, label="pass")
+                                results = target.map(task, *args, chunks=chunks, label="pass")
                                 members = [r for r in results if r is not None]
                                 fold_group(members, combine)
                                 merges = max(0, len(members) - 1)
@@ -228,6 +270,8 @@ def count_passes(
                         peak = tracemalloc.get_traced_memory()[1] if traced else None
                         if traced:
                             tracemalloc.stop()
+                        for h in handles:
+                            s.release(h)
                         st = s.stats[-1]
                         stops = [
                             ss["stop"]
@@ -250,14 +294,14 @@ def count_passes(
                             }
                         )
                 steady = per_pass[1:] or per_pass
-                row = {"mode": mode, "P": P, "workers": workers, "passes": per_pass}
+                row = {"route": label, "mode": mode, "P": P, "workers": workers, "passes": per_pass}
                 for key in ("tasks", "depth", "driver_merges", "wire_received", "wire_sent", "payload_received",
                             "tail_s", "pass_s"):  # fmt: skip
                     row[key] = float(np.median([p[key] for p in steady]))
                 row["driver_peak_bytes"] = per_pass[-1]["driver_peak_bytes"]
                 rows.append(row)
                 print(
-                    f"{mode:6s} P={P:3d}: {row['tasks']:.0f} tasks, depth {row['depth']:.0f}, driver merges "
+                    f"{label} {mode:6s} P={P:3d}: {row['tasks']:.0f} tasks, depth {row['depth']:.0f}, driver merges "
                     f"{row['driver_merges']:.0f}, received {row['wire_received'] / 1e3:,.0f} KB, sent "
                     f"{row['wire_sent'] / 1e3:,.0f} KB, driver peak {row['driver_peak_bytes'] / 1e6:.1f} MB, "
                     f"tail {row['tail_s'] * 1e3:.0f} ms, pass {row['pass_s']:.2f} s, load {os.getloadavg()[0]:.1f}",
@@ -311,17 +355,684 @@ def bench_counting(args) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# report
+# 3. the real routes, counted
+# ---------------------------------------------------------------------------------------------------------------
+
+#: the passes counted, by route: the task function a route's pass runs (importable on the workers)
+ROUTES = ("closed form", "MM pass", "DSGD round", "selection pass")
+
+
+def route_pass(name: str, data, D_x: int, seed: int = 0):
+    """One pass of a real route over ``data``: ``(task, make_args, sample)`` for :func:`count_passes`.
+
+    The routes' own task functions and objects (:func:`rffor.solvers.sums.sums_task` on the fit's
+    :class:`~rffor.solvers.maps.FitMaps`; :func:`rffor.solvers.mm.grad_task` at a B shared every pass, Huber loss;
+    :func:`rffor.solvers.round_plan.round_task` with a :class:`~rffor.solvers.round_plan.RoundPlan` shared once and
+    the state every round; the selection's training-side gradient pass on ``selection_rows``-like sample of about
+    a tenth of the chunks), random Fourier features of D_x columns (their kind changes the compute, not what is
+    counted) and the exact output factor of a Gaussian k_Θ.
+    """
+    import uuid
+
+    from rffor.chunked import RowSplit, spread_chunks
+    from rffor.kernels import Gaussian
+    from rffor.losses import Huber
+    from rffor.outputs import CurveGrid
+    from rffor.settings import RFSettings
+    from rffor.solvers.dsgd import SGDConfig, SGDState
+    from rffor.solvers.maps import FitMaps, make_feature_maps
+    from rffor.solvers.mm import grad_task
+    from rffor.solvers.round_plan import RoundPlan, round_task
+    from rffor.solvers.selection import _train_grad_task
+    from rffor.solvers.sums import sums_task
+
+    loss = Huber(0.1, 2)
+    settings = RFSettings(n_features_x=D_x, input_features="rff", dtype="float64").resolved(loss)
+    phi_x, output = make_feature_maps(data.d, data.theta, seed, kernel_x=Gaussian(0.5), kernel_theta=Gaussian(30.0),
+                                      settings=settings)  # fmt: skip
+    maps = FitMaps(phi_x, output.Phi_theta, uuid.uuid4().hex, 2**32, CurveGrid(data.theta))
+    rng = np.random.default_rng(seed)
+    B = 1e-3 * rng.standard_normal((D_x, output.n_features))
+
+    def per_pass(s, *before, after=()):
+        maps_h = s.share(maps)
+
+        def make():
+            B_h = s.share(B)
+            return (*before, maps_h, B_h, *after), [B_h]
+
+        return make
+
+    if name == "closed form":
+        return sums_task, lambda s: (s.share(maps),), None
+    if name == "MM pass":
+        return grad_task, lambda s: per_pass(s, after=(loss,)), None
+    if name == "selection pass":
+        sample = spread_chunks(data, max(1, data.n // 10))
+        return _train_grad_task, lambda s: per_pass(s, RowSplit(10, False), after=(loss,)), sample
+    if name == "DSGD round":
+        config = SGDConfig(loss, 1e-4, batch_size=64, step_size=0.5, dtype="float32", theta=data.theta)
+        rff32 = phi_x.astype("float32")
+        Pt32 = np.ascontiguousarray(output.Phi_theta, dtype=np.float32)
+        state = SGDState.from_coef(B, "float32")
+
+        def dsgd(s):
+            P = len(s.partitions)
+            plan = RoundPlan([4], config, rff32, Pt32, seed, n_partitions=P, n_active=P)
+            plan_h = s.share(plan)
+
+            def make():
+                state_h = s.share(state)
+                return (plan_h, state_h, 0), [state_h]
+
+            return make
+
+        return round_task, dsgd, None
+    raise ValueError(f"unknown route {name!r}")
+
+
+def bench_routes(args) -> list[dict]:
+    """:func:`count_passes` of every route of :data:`ROUTES` over a Zarr store, ``--workers`` worker processes."""
+    P_values = [2, 4, 8, 16] if args.quick else [2, 4, 8, 16, 32, 64, 128]
+    workers = 4 if args.quick else args.workers
+    routes = args.routes or list(ROUTES)
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        data = synthetic_store(tmp / "train.zarr", max(P_values), 100, args.seed)
+        with dask_processes(tmp, workers) as address:
+            for name in routes:
+                task, make_args, sample = route_pass(name, data, args.route_features, args.seed)
+                out += count_passes(
+                    address, data, task, make_args, P_values=P_values, passes=args.passes,
+                    split_every=args.split_every, sample=sample, label=name,
+                )  # fmt: skip
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 4. the cost model: constants measured in this run, validated on this machine, projected to large clusters
+# ---------------------------------------------------------------------------------------------------------------
+
+#: projection assumptions (what one machine cannot measure): links of 10 Gb/s with 0.2 ms per hop, nodes of 16
+#: cores (one Dask worker process of 16 threads each), chunks of 10,000 curves, d = 50 inputs, m = 100 grid points
+NET_BANDWIDTH, NET_LATENCY, NODE_CORES, MODEL_CHUNK_ROWS, MODEL_D, MODEL_M = 1.25e9, 2e-4, 16, 10_000, 50, 100
+
+#: the modelled routes: their pass, what the driver ships per pass, and its merge
+MODEL_ROUTES = ("closed form", "MM pass", "DSGD round")
+
+
+def _model_data(n: int, seed: int, chunk_rows: int):
+    """Curves like benchmarks/dask_training.py's (d = 50, m = 100, float32), in memory, chunks of ``chunk_rows``."""
+    from rffor.chunked import ArrayData
+
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, MODEL_D)).astype(np.float32)
+    theta = np.linspace(0, 1, MODEL_M)
+    Y = np.sin(2 * X[:, :1] + 3 * theta) * np.cos(X[:, 1:2]) + 0.3 * X[:, 2:3] * theta
+    Y = (Y + 0.05 * rng.standard_normal((n, MODEL_M))).astype(np.float32)
+    return ArrayData(X, Y, theta, chunk_rows=chunk_rows)
+
+
+def _route_objects(data, D_x: int, seed: int):
+    """The routes' default objects at D_x: Nyström features of D_x centres (float64) for the closed form and MM,
+    random Fourier features (float32) for DSGD, the exact output factor of a Gaussian k_Θ, a B, a DSGD plan of one
+    epoch per round (the route's default K)."""
+    import uuid
+
+    from rffor.features import NystromFeatures
+    from rffor.kernels import Gaussian
+    from rffor.losses import Huber
+    from rffor.outputs import CurveGrid
+    from rffor.settings import RFSettings
+    from rffor.solvers.dsgd import SGDConfig, SGDState, epoch_steps
+    from rffor.solvers.maps import FitMaps, make_input_features, make_output_map
+    from rffor.solvers.round_plan import RoundPlan
+
+    loss, kx, kt = Huber(0.1, 2), Gaussian(1.0 / MODEL_D), Gaussian(100.0)
+    rng = np.random.default_rng(seed)
+    centres = np.asarray(data.X[rng.choice(data.n, size=min(D_x, data.n), replace=False)], dtype=np.float64)
+    nys = NystromFeatures(kx, centres, dtype=np.float64)
+    space = CurveGrid(data.theta)
+    output = make_output_map(space, kt, RFSettings().resolved(loss), seed)
+    maps = FitMaps(nys, output.Phi_theta, uuid.uuid4().hex, 2**34, space)
+    phi32 = make_input_features(data.d, seed, kernel_x=kx, n_features_x=D_x, input_features="rff", dtype="float32")
+    Pt32 = np.ascontiguousarray(output.Phi_theta, dtype=np.float32)
+    B = 1e-3 * rng.standard_normal((nys.n_features, output.n_features))
+    config = SGDConfig(loss, 1e-4, batch_size=256, step_size=0.5, dtype="float32", theta=data.theta)
+
+    def plan(partitions):
+        K = max(epoch_steps(data, g, 256) for g in partitions)
+        return RoundPlan([K], config, phi32, Pt32, seed, n_partitions=len(partitions), n_active=len(partitions))
+
+    state = SGDState.from_coef(1e-3 * rng.standard_normal((D_x, output.n_features)), "float32")
+    return {"maps": maps, "B": B, "loss": loss, "plan": plan, "state": state, "output": output}
+
+
+def _timed(fn, repeats: int = 1):
+    best, out = np.inf, None
+    for _ in range(repeats):
+        tic = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - tic)
+    return best, out
+
+
+def measure_constants(D_x: int, rows: int, seed: int) -> dict:
+    """The constants of the model at D_x, in this process with one BLAS thread (a Dask worker's).
+
+    Rates are rows per second per core of each route's own task on ``rows`` curves: the closed form's
+    :func:`~rffor.solvers.sums.sums_task` (Nyström features, TSQR appends), an MM pass's
+    :func:`~rffor.solvers.mm.grad_task` cold (features computed) and warm (from the feature cache, the passes after
+    the first), a DSGD round's :func:`~rffor.solvers.round_plan.round_task` (one epoch of batches of 256). Merges:
+    two TSQR factors by LAPACK tpqrt (after) and by a dense QR (before), two gradient or DSGD partials by ``+``
+    (after a pickle round trip, as a merge task receives them). Driver: the closed form's SVD and solve, an MM
+    step's solve, with all the CPUs of this process (a driver's BLAS is not limited to one thread). Bytes: pickled
+    partials and shared objects.
+    """
+    import pickle
+
+    from rffor.solvers.mm import SquareMetric, grad_task
+    from rffor.solvers.round_plan import round_task
+    from rffor.solvers.sums import sums_task
+
+    data = _model_data(max(rows, D_x), seed, chunk_rows=min(4096, max(rows, D_x)))
+    o = _route_objects(data, D_x, seed)
+    maps, B, loss = o["maps"], o["B"], o["loss"]
+    ids = list(range(data.n_chunks))
+    out: dict = {"D_x": D_x, "rows": data.n, "D_theta": int(B.shape[1])}
+    t, sums = _timed(lambda: sums_task(data, 0, ids, maps))
+    out["closed form"] = {"rate": data.n / t}
+    t_cold, g = _timed(lambda: grad_task(data, 0, ids, maps, B, loss))
+    t_warm, _ = _timed(lambda: grad_task(data, 0, ids, maps, B, loss), 2)
+    out["MM pass"] = {"rate": data.n / t_warm, "rate_cold": data.n / t_cold}
+    plan = o["plan"]([ids])
+    t, rs = _timed(lambda: round_task(data, 0, ids, plan, o["state"], 0))
+    out["DSGD round"] = {"rate": plan.round_steps[0] * 256 / t}
+    # merges
+    q = sums.r.shape[1]
+    a, b2 = _factor(np.random.default_rng(seed), D_x, q, D_x + 30), sums.r
+    out["closed form"]["merge_after"] = _best(lambda: merge_triangular(a, b2), 3)[0]
+    out["closed form"]["merge_before"] = _best(lambda: triangular_update(a, b2), 2 if D_x > 2000 else 3)[0]
+    for name, part in (("MM pass", g), ("DSGD round", rs)):
+        blob = pickle.dumps(part, protocol=4)
+        t_add = _best(lambda blob=blob: pickle.loads(blob) + pickle.loads(blob), 5)[0]
+        out[name]["merge_after"] = out[name]["merge_before"] = t_add
+    out["closed form"]["merge_after"] += _best(lambda: pickle.loads(pickle.dumps(sums, protocol=4)), 3)[0]
+    # bytes: a partial, and what the driver ships every pass
+    out["closed form"].update(part_bytes=len(pickle.dumps(sums, protocol=4)), shared_bytes=0)
+    out["MM pass"].update(part_bytes=len(pickle.dumps(g, protocol=4)), shared_bytes=len(pickle.dumps(B, protocol=4)))
+    out["DSGD round"].update(
+        part_bytes=len(pickle.dumps(rs, protocol=4)), shared_bytes=len(pickle.dumps(o["state"], protocol=4))
+    )
+    # the driver's own work per pass
+    C_theta = o["output"].C_theta
+    # the driver is no Dask worker: its BLAS uses the CPUs it has (this machine's)
+    from threadpoolctl import threadpool_limits
+
+    from rffor.executor import usable_cpus
+
+    with threadpool_limits(usable_cpus()):
+        t_cf, _ = _timed(lambda: SquareMetric.from_sums(sums, C_theta, 1e-4).closed_form(sums, MODEL_M))
+    metric = SquareMetric.from_sums(sums, C_theta, 1e-4)
+    with threadpool_limits(usable_cpus()):
+        t_step = _best(lambda: metric.solve(B), 3)[0]
+    out["closed form"]["driver_s"] = t_cf
+    out["MM pass"]["driver_s"] = t_step
+    out["DSGD round"]["driver_s"] = 0.0
+    print(
+        f"D_x={D_x}: rows/s per core: closed form {out['closed form']['rate']:,.0f}, MM pass "
+        f"{out['MM pass']['rate']:,.0f} (cold {out['MM pass']['rate_cold']:,.0f}), DSGD round "
+        f"{out['DSGD round']['rate']:,.0f}; TSQR merge {out['closed form']['merge_after']:.3f} s (dense QR "
+        f"{out['closed form']['merge_before']:.3f} s); driver closed form {t_cf:.2f} s, MM step {t_step * 1e3:.1f} ms; "
+        f"load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    return out
+
+
+def noop_task(part, p, chunk_ids):
+    """A task that reads nothing and returns 8 bytes: a pass of these times the scheduler and the merges' overhead."""
+    return np.zeros(1)
+
+
+def measure_cluster(address: str, data, P_values: list[int]) -> dict:
+    """Per-task and per-pass overhead of the scheduler, from passes of :func:`noop_task` (a least-squares line of
+    the pass time against the tasks of the pass), and the transfer rate between two worker processes (a 64 MB
+    array fetched by a task on another worker) and to the driver."""
+    import scale_out
+    from distributed import Client, wait
+
+    rows = count_passes(address, data, scale_out.noop_task, lambda s: (), P_values=P_values, passes=5,
+                        modes=("tree",), label="no-op")  # fmt: skip
+    tasks = np.array([r["tasks"] for r in rows])
+    secs = np.array([r["pass_s"] for r in rows])
+    slope, intercept = np.polyfit(tasks, secs, 1)
+    out = {"t_task": float(max(slope, 1e-5)), "t_pass": float(max(intercept, 0.0)), "noop": rows}
+    with Client(address, set_as_default=False) as c:
+        w = sorted(c.scheduler_info()["workers"])
+        big = c.submit(np.ones, 8 * 2**20, workers=[w[0]], pure=False)  # 64 MB
+        big.result()
+        tic = time.perf_counter()
+        c.submit(np.sum, big, workers=[w[1]], allow_other_workers=False, pure=False).result()
+        out["bandwidth_workers"] = 64 * 2**20 / (time.perf_counter() - tic)
+        other = c.submit(np.ones, 8 * 2**20, workers=[w[1]], pure=False)
+        with c.as_current():
+            wait([other])
+        tic = time.perf_counter()
+        other.result()
+        out["bandwidth_driver"] = 64 * 2**20 / (time.perf_counter() - tic)
+    print(
+        f"scheduler: {out['t_task'] * 1e3:.2f} ms per task, {out['t_pass'] * 1e3:.0f} ms per pass; transfers: "
+        f"{out['bandwidth_workers'] / 1e6:.0f} MB/s between workers, {out['bandwidth_driver'] / 1e6:.0f} MB/s to the "
+        f"driver",
+        flush=True,
+    )
+    return out
+
+
+def _merge_tasks(P: int, s: int) -> tuple[int, int]:
+    """(merge tasks, depth) of the fixed tree over P leaves (rffor.executor.tree_levels)."""
+    from rffor.executor import tree_levels
+
+    levels = tree_levels(P, s)
+    return sum(1 for level in levels for g in level if len(g) > 1), len(levels)
+
+
+def pass_time(
+    c: dict,
+    cl: dict,
+    *,
+    route: str,
+    n: int,
+    workers: int,
+    threads: int,
+    P: int,
+    layout: str,
+    era: str,
+    cores: int,
+    n_chunks: int,
+    bandwidth: float,
+    latency: float,
+    s: int = 8,
+    fanout: int = 2,
+) -> dict:
+    """Modelled seconds of one pass of ``route`` (its constants ``c`` at a D_x, the cluster's ``cl``).
+
+    - compute: ``n / rate`` core-seconds over the cores that work: ``min(P, cores)`` single-threaded tasks
+      (``layout="thread"``), or ``min(P · threads, n_chunks, cores)`` (``"worker"``: a task's threads share its
+      chunks), plus, per worker task, the tree over its c = ``n_chunks / P`` chunk results: c − 1 merges shared by
+      its threads, and the last groups' merges after the last chunk, ceil(log_s c) · (s − 1) of them in sequence;
+    - scheduler: ``t_task`` per task (leaves, merge tasks, broadcast copies to every worker but the fan-out's
+      first) and ``t_pass`` per pass; with ``layout="thread"`` on workers whose threads are a multiple of s, the
+      tree's first level runs as tasks of s partitions each (P / s leaf tasks);
+    - ``era="after"``: the tree: depth × ((s − 1) merges + one partial's transfer + latency) on the critical path,
+      the root to the driver, the shared object down a tree of fan-out 2 (ceil(log2 workers) hops);
+      ``"before"``: every partial to the driver, received one after another, P − 1 merges there (a dense QR for the
+      closed form), the shared object fetched by every worker from the one holding it;
+    - the driver's own solve.
+    """
+    rate, part, shared = c["rate"], c["part_bytes"], c["shared_bytes"]
+    if layout == "thread":
+        busy = min(P, cores)
+        fold = 0.0
+    else:
+        busy = min(P * threads, n_chunks, cores)
+        per_task = n_chunks / P
+        local_depth = math.ceil(math.log(per_task, s) - 1e-9) if per_task > 1 else 0
+        fold = (per_task - 1) * c["merge_after"] / max(threads, 1) + local_depth * (s - 1) * c["merge_after"]
+    compute = n / rate / max(busy, 1) + fold
+    hops = math.ceil(math.log(workers, fanout) - 1e-9) if workers > 1 else 0
+    if era == "after":
+        merges, depth = _merge_tasks(P, s)
+        copies = (workers - 1) if shared and workers - 1 > fanout else 0
+        tasks = P + merges + copies
+        if layout == "thread" and threads >= s and threads % s == 0:  # first-level groups as tasks
+            groups = math.ceil(P / s)
+            tasks = groups + _merge_tasks(groups, s)[0] + copies
+        tree = depth * ((s - 1) * c["merge_after"] + part / bandwidth + latency) + part / bandwidth
+        bcast = hops * (shared / bandwidth + latency) if shared else 0.0
+    else:
+        tasks = P
+        tree = P * part / bandwidth + (P - 1) * c["merge_before"]
+        bcast = workers * shared / bandwidth
+    sched = tasks * cl["t_task"] + cl["t_pass"]
+    total = compute + sched + tree + bcast + c["driver_s"]
+    return {"seconds": total, "compute": compute, "scheduler": sched, "merges": tree, "broadcast": bcast,
+            "driver": c["driver_s"], "tasks": tasks}  # fmt: skip
+
+
+def validate_model(args, consts: dict, cl: dict) -> list[dict]:
+    """Measured pass times on this machine against the model's, for the three routes, thread layouts of 1-16
+    workers (P = workers) and worker layouts of 1-2 two-thread workers, from a Zarr store of ``--model-n`` curves
+    in chunks of ``--model-chunk`` rows; the constants (``consts``, ``cl``) come from this run."""
+    from rffor.executor import usable_cpus
+    from rffor.solvers.mm import grad_task
+    from rffor.solvers.round_plan import round_task
+    from rffor.solvers.sums import sums_task
+
+    settings = [("thread", 1, 1), ("thread", 2, 1), ("thread", 4, 1), ("worker", 1, 2), ("worker", 2, 2)]
+    if not args.quick:
+        settings[3:3] = [("thread", 8, 1), ("thread", 16, 1)]
+    cores = usable_cpus()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        mem = _model_data(args.model_n, args.seed, args.model_chunk)
+        data = rffor.data.write(os.fspath(tmp / "model.zarr"), mem.X, mem.Y, mem.theta, chunks=args.model_chunk)
+        o = _route_objects(mem, consts["D_x"], args.seed)
+        for layout, workers, threads in settings:
+            P = workers
+            sub = tmp / f"{layout}{workers}"
+            sub.mkdir()
+            with dask_processes(sub, workers, nthreads=threads) as address:
+                ex = DaskExecutor(scheduler_address=address)
+                with ex.open(data, P, partitions_per=layout) as s:
+                    maps_h = s.share(o["maps"])
+                    plan_h = s.share(o["plan"](s.partitions))
+                    measured = {}
+                    for route in MODEL_ROUTES:
+                        seconds = []
+                        for _ in range(args.model_passes):
+                            if route == "closed form":
+                                s.reduce(sums_task, maps_h, label="closed form")
+                            elif route == "MM pass":
+                                h = s.share(o["B"])
+                                s.reduce(grad_task, maps_h, h, o["loss"], label="pass")
+                                s.release(h)
+                            else:
+                                h = s.share(o["state"])
+                                s.reduce(round_task, plan_h, h, 0, label="round")
+                                s.release(h)
+                            seconds.append(s.stats[-1].seconds)
+                        # MM: the passes after the first (features cached), as the model's warm rate
+                        measured[route] = float(np.median(seconds[1:] if route == "MM pass" else seconds))
+            for route in MODEL_ROUTES:
+                c = dict(consts[route])
+                pred = pass_time(c, cl, route=route, n=data.n, workers=workers, threads=threads, P=P, layout=layout,
+                                 era="after", cores=cores, n_chunks=data.n_chunks, bandwidth=cl["bandwidth_workers"],
+                                 latency=0.0)  # fmt: skip
+                row = {"route": route, "layout": layout, "workers": workers, "threads": threads, "P": P,
+                       "measured_s": measured[route], "predicted_s": pred["seconds"], "parts": pred,
+                       "load": os.getloadavg()[0]}  # fmt: skip
+                row["error"] = row["predicted_s"] / row["measured_s"] - 1
+                rows.append(row)
+                print(f"{route:11s} {layout:6s} {workers:2d}x{threads}: measured {row['measured_s']:.2f} s, "
+                      f"model {row['predicted_s']:.2f} s ({100 * row['error']:+.0f}%), load {row['load']:.1f}",
+                      flush=True)  # fmt: skip
+    return rows
+
+
+def project(consts_by_dx: dict, cl: dict) -> list[dict]:
+    """Efficiency (ideal compute time over modelled pass time) at 16-1024 cores, n = 1e7 and 1e8, before and after
+    issue 23: before, one single-threaded worker per core, P = cores, every partial gathered and folded on the
+    driver (dense QRs), shared objects fetched from one worker; after, the tree on the workers, broadcasts by tree,
+    nodes of 16 cores running one partition each for the closed form and MM (``partitions_per="worker"``) and one
+    per core for DSGD (one worker process of 16 threads per node, the tree's first level of 8 partitions per
+    task)."""
+    out = []
+    for D_x, consts in sorted(consts_by_dx.items()):
+        # at large D_x the TSQR merges weigh: a tree of fan-in 2 (split_every=2) shortens their critical path, and
+        # chunks of 10 D_x rows make a chunk's merge small against its appends
+        variants = [(route, route, 8, MODEL_CHUNK_ROWS) for route in MODEL_ROUTES]
+        if D_x >= 2000:
+            variants[1:1] = [
+                ("closed form, split_every=2", "closed form", 2, MODEL_CHUNK_ROWS),
+                (f"closed form, split_every=2, chunks of {10 * D_x:,}", "closed form", 2, 10 * D_x),
+            ]
+        for n in (10**7, 10**8):
+            for W in (16, 64, 256, 1024):
+                nodes = max(1, W // NODE_CORES)
+                for label, route, s, chunk_rows in variants:
+                    n_chunks = n // chunk_rows
+                    c = consts[route]
+                    ideal = n / c["rate"] / W
+                    row = {"D_x": D_x, "n": n, "cores": W, "nodes": nodes, "route": label, "ideal_s": ideal}
+                    for era in ("before", "after"):
+                        if era == "before":
+                            kw = dict(workers=W, threads=1, P=min(W, n_chunks), layout="thread")
+                        elif route == "DSGD round":
+                            kw = dict(workers=nodes, threads=NODE_CORES, P=min(W, n_chunks), layout="thread")
+                        else:
+                            kw = dict(workers=nodes, threads=NODE_CORES, P=nodes, layout="worker")
+                        t = pass_time(c, cl, route=route, n=n, era=era, cores=W, n_chunks=n_chunks,
+                                      bandwidth=NET_BANDWIDTH, latency=NET_LATENCY, s=s, **kw)  # fmt: skip
+                        row[f"{era}_s"] = t["seconds"]
+                        row[f"{era}_efficiency"] = ideal / t["seconds"]
+                        row[f"{era}_parts"] = t
+                    out.append(row)
+    return out
+
+
+def model_figure(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = sorted({(r["n"], r["D_x"]) for r in rows})
+    fig, axes = plt.subplots(1, len(cases), figsize=(4.2 * len(cases), 3.6), sharey=True)
+    colours = {"closed form": "C0", "MM pass": "C1", "DSGD round": "C2"}
+    axes = np.atleast_1d(axes)
+    for ax, (n, D_x) in zip(axes, cases, strict=True):
+        for route in dict.fromkeys(r["route"] for r in rows if (r["n"], r["D_x"]) == (n, D_x)):
+            sel = sorted(
+                (r for r in rows if (r["n"], r["D_x"], r["route"]) == (n, D_x, route)), key=lambda r: r["cores"]
+            )
+            W = [r["cores"] for r in sel]
+            colour = colours.get(route, "C3" if "chunks" not in route else "C4")
+            ax.plot(W, [100 * r["after_efficiency"] for r in sel], "-o", color=colour, label=route)
+            if route in colours:
+                ax.plot(W, [100 * r["before_efficiency"] for r in sel], "--", color=colour, alpha=0.6)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([16, 64, 256, 1024], ["16", "64", "256", "1024"])
+        ax.set_ylim(0, 102)
+        ax.axhline(90, color="0.8", lw=0.8)
+        ax.axhline(75, color="0.8", lw=0.8)
+        ax.set_title(f"n = 1e{int(round(math.log10(n)))}, D_x = {D_x}")
+        ax.set_xlabel("cores (nodes of 16)")
+    axes[0].set_ylabel("projected efficiency (%)")
+    for ax in axes:
+        ax.legend(title="solid: after, dashed: before", fontsize=7, title_fontsize=7, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def bench_model(args) -> dict:
+    """Constants at the validation's D_x and at D_x = 1000 and 4000, the cluster's overheads, the validation on this
+    machine, the projections."""
+    out: dict = {"constants": {}}
+    dxs = [args.model_features] + ([] if args.quick else [1000, 4000])
+    for D_x in dict.fromkeys(dxs):
+        rows = args.model_rows if D_x <= 1000 else max(512, args.model_rows // 4)
+        out["constants"][D_x] = measure_constants(D_x, rows, args.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        P_values = [2, 4, 8, 16] if args.quick else [2, 4, 8, 16, 32, 64, 128]
+        data = synthetic_store(tmp / "noop.zarr", max(P_values), 10, args.seed)
+        with dask_processes(tmp, 4 if args.quick else args.workers) as address:
+            out["cluster"] = measure_cluster(address, data, P_values)
+    cl = out["cluster"]
+    out["validation"] = validate_model(args, out["constants"][args.model_features], cl)
+    projected = {D_x: c for D_x, c in out["constants"].items() if D_x in (1000, 4000)} or out["constants"]
+    out["projection"] = project(projected, cl)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 5. the default routes on 2 workers against 1
+# ---------------------------------------------------------------------------------------------------------------
+
+SPEEDUP_ROUTES = ("closed form", "MM", 'lam="auto"')
+
+
+def fit_rff(*args, **kw):
+    """:func:`rffor.solvers.rff.fit_rff` with ConvergenceWarnings silenced (timings only)."""
+    from rffor.solvers.rff import fit_rff as fit
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fit(*args, **kw)
+
+
+def bench_speedup(args) -> list[dict]:
+    """Wall time of whole fits by the default routes (:func:`rffor.solvers.rff.fit_rff`: square loss → closed form;
+    H_κ^2 → MM passes; square loss with ``lam="auto"``; Nyström features of ``--speedup-features`` centres) from a
+    Zarr store of ``--speedup-n`` curves (d = 50, m = 100, chunks of 10,000 rows): in this process (P = 1, one BLAS
+    thread), on an embedded LocalCluster of 1 worker (P = 1) and of 2 workers (P = 2), each cluster warmed up by a
+    small fit first; best of ``--repeats``. Speedup: 1 worker's time over 2 workers'; overhead: 1 worker's time over
+    this process's, minus 1."""
+    from rffor.executor import SerialExecutor
+    from rffor.executor.dask import connect
+    from rffor.kernels import Gaussian
+    from rffor.losses import Huber, Square
+
+    n = args.speedup_n
+    chunk = min(10_000, max(1, n // 8))
+    common = dict(kernel_x=Gaussian(1.0 / MODEL_D), kernel_theta=Gaussian(100.0), n_features_x=args.speedup_features,
+                  random_state=0, max_passes=50, tol=1e-6)  # fmt: skip
+    routes = {"closed form": dict(loss=Square(), lam=1e-6), "MM": dict(loss=Huber(0.1, 2), lam=1e-6),
+              'lam="auto"': dict(loss=Square(), lam="auto")}  # fmt: skip
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        mem = _model_data(n, args.seed, chunk)
+        ds = rffor.data.write(os.fspath(Path(tmp) / "fit.zarr"), mem.X, mem.Y, mem.theta, chunks=chunk)
+        del mem
+        times: dict = {name: {} for name in SPEEDUP_ROUTES}
+
+        def best(executor, P, name):
+            return min(
+                _timed(lambda: fit_rff(ds, executor=executor, n_partitions=P, **common, **routes[name]))[0]
+                for _ in range(args.repeats)
+            )
+
+        for name in SPEEDUP_ROUTES:
+            times[name][0] = best(SerialExecutor(), 1, name)
+        for workers in (1, 2):
+            with connect(n_workers=workers) as conn:
+                ex = DaskExecutor(client=conn.client)
+                # warm-up: imports, the store opened on the workers
+                fit_rff(
+                    ds, executor=ex, n_partitions=workers, **{**common, "n_features_x": 20}, loss=Square(), lam=1e-3
+                )
+                for name in SPEEDUP_ROUTES:
+                    times[name][workers] = best(ex, workers, name)
+        for name in SPEEDUP_ROUTES:
+            t = times[name]
+            row = {"route": name, "n": n, "D_x": args.speedup_features, "serial_s": t[0], "one_worker_s": t[1],
+                   "two_workers_s": t[2], "load": os.getloadavg()[0]}  # fmt: skip
+            row["speedup"] = row["one_worker_s"] / row["two_workers_s"]
+            row["overhead"] = row["one_worker_s"] / row["serial_s"] - 1
+            out.append(row)
+            print(f"{name}: this process {row['serial_s']:.1f} s, 1 worker {row['one_worker_s']:.1f} s, 2 workers "
+                  f"{row['two_workers_s']:.1f} s: speedup {row['speedup']:.2f}x, overhead "
+                  f"{100 * row['overhead']:.1f}%, load {row['load']:.1f}", flush=True)  # fmt: skip
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 6. the driver's memory over a whole fit (what cluster/ sizes the driver's job by)
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def report(results: dict, info: dict, load_end) -> str:
-    lines = ["### Scale-out (issue 23): `benchmarks/scale_out.py`", "", provenance(info, load_end=load_end), ""]
-    if "tpqrt" in results:
+def bench_memory(args) -> list[dict]:
+    """Peak Python memory of the driver (tracemalloc: NumPy arrays included) over whole fits on a LocalCluster of 2
+    worker processes, P = 8, for D_x Nyström centres: the closed form, MM passes (H_κ^2) and ``lam="auto"`` (square
+    loss), on ``--memory-n`` curves (d = 50, m = 100) in 16 chunks. Everything the driver holds is a D_x × D_x-sized
+    matrix (the root of a reduce, the SVD of its factor, the Nyström whitening, the MM metric) or smaller: the peak
+    is fitted as ``a + c · 8 D_x²`` bytes, independent of P and n."""
+    from rffor.executor.dask import connect
+    from rffor.kernels import Gaussian
+    from rffor.losses import Huber, Square
+
+    n = args.memory_n
+    routes = {"closed form": dict(loss=Square(), lam=1e-6), "MM": dict(loss=Huber(0.1, 2), lam=1e-6),
+              'lam="auto"': dict(loss=Square(), lam="auto")}  # fmt: skip
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        mem = _model_data(n, args.seed, n // 16)
+        ds = rffor.data.write(os.fspath(Path(tmp) / "fit.zarr"), mem.X, mem.Y, mem.theta, chunks=n // 16)
+        del mem
+        with connect(n_workers=2) as conn:
+            ex = DaskExecutor(client=conn.client)
+            fit_rff(ds, executor=ex, n_partitions=8, kernel_x=Gaussian(0.02), n_features_x=20, loss=Square(), lam=1e-3)
+            for D_x in args.memory_features:
+                for name, kw in routes.items():
+                    tracemalloc.start()
+                    model = dict(kernel_x=Gaussian(1.0 / MODEL_D), kernel_theta=Gaussian(100.0), n_features_x=D_x)
+                    fit_rff(ds, executor=ex, n_partitions=8, random_state=0, max_passes=20, **model, **kw)
+                    peak = tracemalloc.get_traced_memory()[1]
+                    tracemalloc.stop()
+                    row = {
+                        "route": name,
+                        "D_x": D_x,
+                        "n": n,
+                        "P": 8,
+                        "peak_bytes": peak,
+                        "per_Dx2": peak / (8 * D_x**2),
+                    }
+                    out.append(row)
+                    print(f"{name} D_x={D_x}: driver peak {peak / 1e6:.1f} MB = {row['per_Dx2']:.1f} x 8 D_x^2",
+                          flush=True)  # fmt: skip
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# report: one README block from every part's saved results
+# ---------------------------------------------------------------------------------------------------------------
+
+#: a timing is published only from a run whose 1-minute load average was at most this at its start and its end
+LOAD_LIMIT = 1.5
+
+PARTS = ("tpqrt", "counting", "routes", "memory", "model", "speedup")
+
+
+def _quiet(res: dict) -> bool:
+    return max(res["machine"]["load_avg_1_5_15"][0], res.get("load_end", [0])[0]) <= LOAD_LIMIT
+
+
+def _counting_table(rows: list[dict], route: bool) -> str:
+    headers = (["route"] if route else []) + ["mode", "P", "tasks", "depth", "driver merges", "received (KB)",
+                                               "sent (KB)", "driver peak (MB)", "tail (ms)"]  # fmt: skip
+    body = []
+    for r in rows:
+        body.append(([r.get("route", "")] if route else []) + [
+            r["mode"], r["P"], f"{r['tasks']:.0f}", f"{r['depth']:.0f}", f"{r['driver_merges']:.0f}",
+            f"{r['wire_received'] / 1e3:,.0f}", f"{r['wire_sent'] / 1e3:,.0f}", f"{r['driver_peak_bytes'] / 1e6:.1f}",
+            f"{r['tail_s'] * 1e3:.0f}",
+        ])  # fmt: skip
+    return markdown_table(headers, body)
+
+
+def _growth(rows: list[dict], key: str, a: int = 4, b: int = 32) -> str:
+    """``key`` at P = b over P = a, per (route, mode)."""
+    out = []
+    for route, mode in dict.fromkeys((r.get("route", ""), r["mode"]) for r in rows):
+        v = {r["P"]: r[key] for r in rows if (r.get("route", ""), r["mode"]) == (route, mode)}
+        if a in v and b in v and v[a]:
+            out.append(f"{route} {mode}: {v[b] / v[a]:.2f}x".strip())
+    return "; ".join(out)
+
+
+def report(results: dict[str, dict]) -> str:
+    lines = ["### Scale-out (issue 23): `benchmarks/scale_out.py`", ""]
+    if "tpqrt" in results and not _quiet(results["tpqrt"]):
+        res = results["tpqrt"]
         lines += [
-            "TSQR merge of two factors [R | Z] (D_x × (D_x + k)) and one step with a block of rows, one BLAS thread, "
-            "best of the repeats; difference: largest entry of the difference of the two results (rows' signs "
-            "normalised) over the largest entry.",
+            "**TSQR merges** (LAPACK tpqrt against a dense QR): not published, timed under load "
+            f"{res['machine']['load_avg_1_5_15'][0]:g}; rerun `python benchmarks/scale_out.py --tpqrt` on a quiet "
+            "machine.",
+            "",
+        ]
+    elif "tpqrt" in results:
+        res = results["tpqrt"]
+        lines += [
+            "**TSQR merges.** Two factors [R | Z] (D_x × (D_x + k)) merged, and one block of rows appended, by LAPACK "
+            "tpqrt against a dense QR of the stack, one BLAS thread, best of the repeats; difference: largest entry "
+            "of the difference (rows' signs normalised) over the largest entry.",
+            "",
+            provenance(res["machine"], res["argv"], load_end=res.get("load_end")),
             "",
             markdown_table(
                 ["operation", "D_x", "k", "dense QR (s)", "tpqrt (s)", "speedup", "difference"],
@@ -335,85 +1046,266 @@ def report(results: dict, info: dict, load_end) -> str:
                         f"{r['speedup']:.2f}x",
                         f"{r['rel_diff']:.1e}",
                     ]
-                    for r in results["tpqrt"]
+                    for r in res["tpqrt"]
                 ],
             ),  # fmt: skip
             "",
         ]
-    if "counting" in results:
-        rows = results["counting"]
+    for key, route in (("counting", False), ("routes", True)):
+        if key not in results:
+            continue
+        res = results[key]
+        rows = res[key]
+        what = (
+            f"a synthetic reduction (TSQR factors of {res['features']} cosine features + 24 outputs, "
+            f"{res['features'] * (res['features'] + 24) * 8 / 1e3:.0f} KB each)"
+            if key == "counting"
+            else f"the routes' own passes at D_x = {res['route_features']} (random Fourier features, the exact output "
+            "factor): the closed form's TSQR sums, an MM gradient pass (B shared every pass), a DSGD round (state "
+            'shared every round), a `lam="auto"` selection pass on a sample of a tenth of the chunks (tree: row '
+            "pieces on all P partitions; driver: the partitions holding the sample, as before)"
+        )
         lines += [
-            f"Counted per pass with a separate `dask scheduler` and {rows[0]['workers']} `dask worker` processes on "
-            "127.0.0.1 (medians over passes 2…): `tree` merges on the workers (split_every "
-            f"{results['split_every']}), `driver` gathers every partition's result and folds them on the driver (as "
-            f"before issue 23). Synthetic reduction: TSQR factors of {results['features']} features + 24 outputs "
-            f"({results['features'] * (results['features'] + 24) * 8 / 1e3:.0f} KB each). Bytes: the kernel's counts "
-            "on the driver's connection to the scheduler. Tail: last task's end on a worker → result on the driver.",
+            f"**Counted per pass ({'real routes' if route else 'synthetic'}).** A separate `dask scheduler` and "
+            f"{rows[0]['workers']} `dask worker` processes (one thread each) on 127.0.0.1, a Zarr store of 128 "
+            f"chunks, medians over passes 2…; {what}. `tree`: merges on the workers by the fixed tree (split_every "
+            f"{res['split_every']}), shared objects broadcast by a tree; `driver`: every partition's result gathered "
+            "and folded on the driver, shared objects fetched from one worker (before issue 23). Bytes: the kernel's "
+            "counts on the driver's connection to the scheduler; driver peak: tracemalloc during the last pass; tail: "
+            "the last task's end on a worker → the result on the driver. Counts do not depend on the machine's load; "
+            "the tail is a time, measured under the load below. What still grows with P is small: the driver sends one "
+            "task message per task (about 1 KB) and receives a state update per task (about 0.5 KB).",
+            "",
+            provenance(res["machine"], res["argv"], load_end=res.get("load_end")),
+            "",
+            f"Bytes received, P = 32 over P = 4: {_growth(rows, 'wire_received')}. Driver peak, P = 32 over P = 4: "
+            f"{_growth(rows, 'driver_peak_bytes')}.",
+            "",
+            _counting_table(rows, route),
+            "",
+        ]
+    if "memory" in results:
+        res = results["memory"]
+        rows = res["memory"]
+        lines += [
+            "**The driver's memory.** Peak Python memory of the driver process (tracemalloc, NumPy included) over "
+            f"whole fits on 2 worker processes, P = 8, {rows[0]['n']:,} curves (d = 50, m = 100), Nyström features: "
+            "what the driver holds is D_x × D_x-sized (the root of a reduce, the SVD of its factor, the Nyström "
+            "whitening, the MM metric) and does not grow with P or n (the counted peaks above). Memory does not "
+            "depend on the load.",
+            "",
+            provenance(res["machine"], res["argv"], load_end=res.get("load_end")),
             "",
             markdown_table(
-                [
-                    "mode",
-                    "P",
-                    "tasks",
-                    "depth",
-                    "driver merges",
-                    "received (KB)",
-                    "sent (KB)",
-                    "driver peak (MB)",
-                    "tail (ms)",
-                    "pass (s)",
-                ],
-                [
-                    [
-                        r["mode"],
-                        r["P"],
-                        f"{r['tasks']:.0f}",
-                        f"{r['depth']:.0f}",
-                        f"{r['driver_merges']:.0f}",
-                        f"{r['wire_received'] / 1e3:,.0f}",
-                        f"{r['wire_sent'] / 1e3:,.0f}",
-                        f"{r['driver_peak_bytes'] / 1e6:.1f}",
-                        f"{r['tail_s'] * 1e3:.0f}",
-                        f"{r['pass_s']:.2f}",
-                    ]
-                    for r in rows
-                ],
+                ["route", "D_x", "driver peak (MB)", "peak / (8 D_x²)"],
+                [[r["route"], r["D_x"], f"{r['peak_bytes'] / 1e6:,.1f}", f"{r['per_Dx2']:.1f}"] for r in rows],
             ),  # fmt: skip
+            "",
         ]
+    if "model" in results:
+        res = results["model"]
+        lines += ["**Cost model.**", "", provenance(res["machine"], res["argv"], load_end=res.get("load_end")), ""]
+        if not _quiet(res):
+            lines += [
+                f"Not published: the machine's load ({res['machine']['load_avg_1_5_15'][0]:g} at the start, "
+                f"{res['load_end'][0]:g} at the end) exceeds {LOAD_LIMIT}, and the model's constants and its "
+                "validation are timings. Rerun the command above on a quiet machine.",
+                "",
+            ]
+        else:
+            lines += _model_lines(res)
+    missing = [p for p in ("model", "speedup") if p not in results]
+    if missing:
+        lines += [
+            f"**{' and '.join({'model': 'Cost model', 'speedup': 'default routes on 2 workers'}[p] for p in missing)}"
+            f"**: timings, not run yet on a quiet machine (load average ≤ {LOAD_LIMIT}): "
+            + ", ".join(f"`python benchmarks/scale_out.py --{p}`" for p in missing)
+            + ".",
+            "",
+        ]
+    if "speedup" in results:
+        res = results["speedup"]
+        lines += ["**Default routes on 2 workers against 1.**", "",
+                  provenance(res["machine"], res["argv"], load_end=res.get("load_end")), ""]  # fmt: skip
+        if not _quiet(res):
+            lines += [f"Not published: load above {LOAD_LIMIT}; rerun the command above on a quiet machine.", ""]
+        else:
+            rows = res["speedup"]
+            lines += [
+                f"Whole fits from a Zarr store of {rows[0]['n']:,} curves (d = 50, m = 100), Nyström D_x = "
+                f"{rows[0]['D_x']}; goal: ≥ 1.7x on 2 workers, overhead ≤ 5%.",
+                "",
+                markdown_table(
+                    ["route", "this process (s)", "1 worker (s)", "2 workers (s)", "speedup", "overhead"],
+                    [
+                        [
+                            r["route"],
+                            f"{r['serial_s']:.1f}",
+                            f"{r['one_worker_s']:.1f}",
+                            f"{r['two_workers_s']:.1f}",
+                            f"{r['speedup']:.2f}x",
+                            f"{100 * r['overhead']:.1f}%",
+                        ]
+                        for r in rows
+                    ],
+                ),  # fmt: skip
+                "",
+            ]
     return "\n".join(lines)
+
+
+def _model_lines(res: dict) -> list[str]:
+    cl = res["cluster"]
+    proj = res["projection"]
+    return [
+        f"Constants measured in this run with one BLAS thread (a worker's): rows/s per core of each route's own task "
+        f"(Nyström features for the closed form and MM, random Fourier features for DSGD; MM with features from "
+        f"the cache, as every pass after the first: the least compute, so the least favourable case), merges, the "
+        f"driver's solves (with this machine's {res['machine']['cores']} cores: the driver is no Dask worker), bytes; "
+        f"the scheduler: {cl['t_task'] * 1e3:.2f} ms per task and "
+        f"{cl['t_pass'] * 1e3:.0f} ms per pass (a line through passes of no-op tasks on 16 worker processes sharing "
+        f"this machine's cores with the scheduler), transfers {cl['bandwidth_workers'] / 1e6:.0f} MB/s between "
+        "workers.",
+        "",
+        markdown_table(
+            [
+                "D_x",
+                "route",
+                "rows/s per core",
+                "merge after (s)",
+                "merge before (s)",
+                "partial (KB)",
+                "shared per pass (KB)",
+                "driver (s)",
+            ],
+            [
+                [
+                    D_x,
+                    route,
+                    f"{c[route]['rate']:,.0f}",
+                    f"{c[route]['merge_after']:.4f}",
+                    f"{c[route]['merge_before']:.4f}",
+                    f"{c[route]['part_bytes'] / 1e3:,.0f}",
+                    f"{c[route]['shared_bytes'] / 1e3:,.0f}",
+                    f"{c[route]['driver_s']:.3f}",
+                ]
+                for D_x, c in res["constants"].items()
+                for route in MODEL_ROUTES
+            ],
+        ),  # fmt: skip
+        "",
+        "Validation: measured pass times on this machine (a separate scheduler and worker processes, P = workers) "
+        "against the model fed with the constants above; goal: within 25%.",
+        "",
+        markdown_table(
+            ["route", "layout", "workers x threads", "measured (s)", "model (s)", "error"],
+            [
+                [
+                    r["route"],
+                    r["layout"],
+                    f"{r['workers']}x{r['threads']}",
+                    f"{r['measured_s']:.2f}",
+                    f"{r['predicted_s']:.2f}",
+                    f"{100 * r['error']:+.0f}%",
+                ]
+                for r in res["validation"]
+            ],
+        ),  # fmt: skip
+        "",
+        f"Projected efficiency per pass (ideal compute time over modelled pass time), before → after: links of "
+        f"{NET_BANDWIDTH * 8 / 1e9:g} Gb/s and {NET_LATENCY * 1e3:g} ms per hop, nodes of {NODE_CORES} cores, chunks "
+        f"of {MODEL_CHUNK_ROWS:,} curves. Before: one single-threaded worker per core, P = cores, partials gathered "
+        "and folded on the driver (dense QRs), shared objects fetched from one worker. After: the tree on the "
+        "workers, broadcasts by tree, one worker process per node, one partition per node for the closed form and "
+        'MM (`partitions_per="worker"`) and one per core for DSGD (8 per task: the first level of the tree). Goals '
+        "(n = 1e8, D_x = 1000): ≥ 90% at 256 "
+        "cores and ≥ 75% at 1024 on all three routes; the D_x = 4000 closed form ≥ 70% at 1024.",
+        "",
+        markdown_table(
+            ["n", "D_x", "route", "16", "64", "256", "1024"],
+            [
+                [f"1e{int(round(math.log10(n)))}", D_x, route]
+                + [
+                    f"{100 * r['before_efficiency']:.0f}% → {100 * r['after_efficiency']:.0f}%"
+                    for r in sorted(
+                        (r for r in proj if (r["n"], r["D_x"], r["route"]) == (n, D_x, route)), key=lambda r: r["cores"]
+                    )
+                ]
+                for n, D_x, route in dict.fromkeys((r["n"], r["D_x"], r["route"]) for r in proj)
+            ],
+        ),  # fmt: skip
+        "",
+        "![projected efficiency](figures/scale_out.png)",
+        "",
+    ]
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_args(parser)
     parser.add_argument("--tpqrt", action="store_true", help="time the TSQR merges")
-    parser.add_argument("--counting", action="store_true", help="count per pass on a real scheduler")
+    parser.add_argument("--counting", action="store_true", help="count per pass on a real scheduler (synthetic)")
+    parser.add_argument("--routes", nargs="*", default=None, choices=ROUTES, metavar="ROUTE",
+                        help=f"count per pass of the real routes ({', '.join(ROUTES)}; default all)")  # fmt: skip
+    parser.add_argument("--model", action="store_true", help="the cost model: constants, validation, projections")
+    parser.add_argument("--speedup", action="store_true", help="default routes on 2 workers against 1")
+    parser.add_argument("--memory", action="store_true", help="the driver's peak memory over whole fits")
+    parser.add_argument("--memory-n", type=int, default=16_000, help="curves of the memory fits (16000)")
+    parser.add_argument("--memory-features", type=int, nargs="+", default=[250, 500, 1000, 2000],
+                        help="D_x of the memory fits (250 500 1000 2000)")  # fmt: skip
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=16, help="worker processes of the counting run (default 16)")
-    parser.add_argument("--passes", type=int, default=4, help="passes per setting of the counting run (default 4)")
+    parser.add_argument("--workers", type=int, default=16, help="worker processes of the counting runs (default 16)")
+    parser.add_argument("--passes", type=int, default=4, help="passes per setting of the counting runs (default 4)")
     parser.add_argument("--features", type=int, default=200, help="D_x of the synthetic reduction (default 200)")
+    parser.add_argument("--route-features", type=int, default=1000, help="D_x of the routes' counting (1000)")
+    parser.add_argument("--model-features", type=int, default=300, help="D_x of the model's validation (300)")
+    parser.add_argument("--model-rows", type=int, default=8192, help="rows of the rate measurements (8192)")
+    parser.add_argument("--model-n", type=int, default=64_000, help="curves of the validation store (64000)")
+    parser.add_argument("--model-chunk", type=int, default=2000, help="rows per chunk of that store (2000)")
+    parser.add_argument("--model-passes", type=int, default=3, help="passes per validation setting (3)")
+    parser.add_argument("--speedup-n", type=int, default=100_000, help="curves of the speedup fits (100000)")
+    parser.add_argument("--speedup-features", type=int, default=1000, help="Nyström centres of those fits (1000)")
     parser.add_argument("--split-every", type=int, default=8)
+    parser.add_argument("--report", action="store_true", help="only write the README block from the saved results")
     args = parser.parse_args(argv)
-    if not (args.tpqrt or args.counting):
-        parser.error("choose --tpqrt and/or --counting")
-    info = machine_info(args.threads)
-    results: dict = {"machine": info, "argv": sys.argv, "split_every": args.split_every, "features": args.features}
+    parts = [p for p in PARTS if (getattr(args, p) is not None if p == "routes" else getattr(args, p))]
+    if not parts and not args.report:
+        parser.error("choose at least one of --tpqrt, --counting, --routes, --memory, --model, --speedup, --report")
+    if args.routes is not None and not args.routes:
+        args.routes = list(ROUTES)
+    if args.quick:
+        args.model_rows, args.model_n, args.model_chunk, args.model_features = 1024, 8000, 500, 100
+        args.speedup_n, args.speedup_features, args.route_features, args.repeats = 8000, 100, 100, 1
+    suffix = "_quick" if args.quick else ""
     with limit_blas_threads(args.threads):
-        if args.tpqrt:
-            sizes = [(1000, 100)] if args.quick else [(1000, 100), (4000, 100)]
-            results["tpqrt"] = bench_tpqrt(sizes, args.repeats, args.seed, rows=[256, 1024])
-        if args.counting:
-            results["counting"] = bench_counting(args)
-    load_end = os.getloadavg()
-    results["load_end"] = load_end
-    name = "scale_out" + ("_quick" if args.quick else "") + ("_tpqrt" if not args.counting else "")
-    name += "_counting" if not args.tpqrt else ""
-    path = save_json(name, results)
-    text = report(results, info, load_end)
+        for part in parts:
+            results: dict = {"machine": machine_info(args.threads), "argv": sys.argv, "split_every": args.split_every,
+                             "features": args.features, "route_features": args.route_features}  # fmt: skip
+            if part == "tpqrt":
+                sizes = [(1000, 100)] if args.quick else [(1000, 100), (4000, 100)]
+                results["tpqrt"] = bench_tpqrt(sizes, args.repeats, args.seed, rows=[256, 1024])
+            elif part == "counting":
+                results["counting"] = bench_counting(args)
+            elif part == "routes":
+                results["routes"] = bench_routes(args)
+            elif part == "memory":
+                results["memory"] = bench_memory(args)
+            elif part == "model":
+                results.update(bench_model(args))
+                model_figure(results["projection"], figure_path("scale_out", args.quick))
+            else:
+                results["speedup"] = bench_speedup(args)
+            results["load_end"] = os.getloadavg()
+            print(f"results: {save_json('scale_out_' + part + suffix, results)}", flush=True)
+    saved = {}
+    for part in PARTS:
+        path = BENCH_DIR / "results" / f"scale_out_{part}{suffix}.json"
+        if path.exists():
+            saved[part] = json.loads(path.read_text())
+    text = report(saved)
     print(text)
-    print(f"results: {path}")
     if not args.no_readme and not args.quick:
-        write_section(name, text, args.readme)
+        write_section("scale_out", text, args.readme)
 
 
 if __name__ == "__main__":

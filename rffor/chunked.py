@@ -17,7 +17,17 @@ dataset is any object with
                     process's memory (then the executor ships each partition's rows once per fit)
 ``subset(ids)``     (only needed when ``workers_can_read`` is False) a chunked dataset holding just those chunks,
                     under their global ids: what is shipped to the worker of a partition
+``row_start(i)``    (optional) the global index of chunk i's first row; default ``i · chunk_rows``
+                    (:func:`row_start`): what a :class:`RowSplit` hashes
+``cache_tag``       (optional) names which rows a chunk id stands for, for caches keyed by chunk id (default
+                    "all": the store's own chunks)
 ==================  ============================================================================================
+
+**Row pieces.** A partition's unit of work is a chunk id of the dataset it is given. :class:`RowPieces` makes
+row ranges of chunks such units: a chunked dataset whose chunks are pieces of another's chunks, grouped into P
+partitions of about equal rows (:meth:`RowPieces.spread`). A pass over a sample of chunks (the curves of a
+``lam="auto"`` selection, of a warm start) then runs on all P partitions instead of the few that hold those chunks;
+its results depend on the sample, P and the pieces' size only, not on where the tasks ran.
 
 Backends: :class:`ArrayData` (NumPy arrays in memory, here) and :class:`rffor.data.Dataset` (a Zarr v3 store). A new
 storage backend is one new module implementing the table above; :func:`as_data` accepts it as it is.
@@ -25,6 +35,7 @@ storage backend is one new module implementing the table above; :func:`as_data` 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -41,6 +52,9 @@ __all__ = [
     "chunk_rows",
     "partition_chunks",
     "spread_chunks",
+    "RowPieces",
+    "row_start",
+    "PIECE_ROWS",
     "PROTOCOL",
 ]
 
@@ -89,9 +103,20 @@ def spread_chunks(data, max_rows: int) -> list[int]:
 
 
 def chunk_rows(data, i: int) -> int:
-    """Number of rows of chunk ``i`` of a chunked dataset (from ``n`` and ``chunk_rows``, no read)."""
+    """Number of rows of chunk ``i`` of a chunked dataset (from ``n`` and ``chunk_rows``, or the dataset's own
+    ``rows_of(i)`` when its chunks differ in size (:class:`RowPieces`), no read)."""
+    rows_of = getattr(data, "rows_of", None)
+    if rows_of is not None:
+        return int(rows_of(int(i)))
     c = data.chunk_rows
     return max(0, min(c, data.n - int(i) * c))
+
+
+def row_start(data, i: int) -> int:
+    """Global index of the first row of chunk ``i`` (the dataset's ``row_start(i)`` when it has one, else
+    ``i · chunk_rows``)."""
+    own = getattr(data, "row_start", None)
+    return int(own(int(i))) if own is not None else int(i) * int(data.chunk_rows)
 
 
 class ArrayData:
@@ -178,6 +203,9 @@ class ChunkSubset(ArrayData):
         self.chunk_rows = int(data.chunk_rows)
         self._theta = np.asarray(data.theta, dtype=np.float64)
         self._chunks = {int(i): tuple(np.ascontiguousarray(a) for a in data.chunk(int(i))) for i in chunk_ids}
+        # what the source's chunk ids stand for (row pieces): where their rows start, and their name in caches
+        self._starts = {int(i): row_start(data, int(i)) for i in chunk_ids}
+        self.cache_tag = getattr(data, "cache_tag", "all")
 
     n = property(lambda self: self._n)
     d = property(lambda self: self._d)
@@ -191,6 +219,21 @@ class ChunkSubset(ArrayData):
 
     def subset(self, chunk_ids: Sequence[int]) -> ChunkSubset:
         return ChunkSubset(self, chunk_ids)
+
+    def row_start(self, i: int) -> int:
+        """Global index of chunk ``i``'s first row (as in the source dataset)."""
+        try:
+            return self._starts[int(i)]
+        except KeyError:
+            raise IndexError(f"chunk {i} is not part of this subset ({sorted(self._chunks)})") from None
+
+    def rows_of(self, i: int) -> int:
+        """Rows of chunk ``i`` (held here, or as the source's chunking says)."""
+        held = self._chunks.get(int(i))
+        if held is not None:
+            return int(held[0].shape[0])
+        c = self.chunk_rows
+        return max(0, min(c, self.n - int(i) * c))
 
     def __repr__(self) -> str:
         return f"ChunkSubset(chunks={sorted(self._chunks)}, n={self.n}, d={self.d}, m={self.m})"
@@ -263,19 +306,185 @@ class _SplitView:
     def __init__(self, data, split: RowSplit):
         self.data, self.split = data, split
         self.theta, self.m, self.d, self.chunk_rows = data.theta, data.m, data.d, data.chunk_rows
-        # names the rows a chunk shows here, for caches keyed by chunk (rffor.solvers.feature_cache)
-        self.cache_tag = f"split{split.modulus}-{'held' if split.held_out else 'kept'}"
+        # names the rows a chunk shows here, for caches keyed by chunk (rffor.solvers.feature_cache); the data's own
+        # tag first when its chunk ids are not the store's (row pieces)
+        base = getattr(data, "cache_tag", "all")
+        side = f"split{split.modulus}-{'held' if split.held_out else 'kept'}"
+        self.cache_tag = side if base == "all" else f"{base}/{side}"
 
     def chunk(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         X, Y = self.data.chunk(i)
-        keep = self.split.mask(int(i) * self.data.chunk_rows, X.shape[0])
+        keep = self.split.mask(row_start(self.data, i), X.shape[0])
         return X[keep], Y[keep]
 
     def iter_chunks(self, chunk_ids: Sequence[int] | None = None, **kw):
-        c = self.data.chunk_rows
         for i, X, Y in self.data.iter_chunks(chunk_ids, **kw):
-            keep = self.split.mask(int(i) * c, X.shape[0])
+            keep = self.split.mask(row_start(self.data, i), X.shape[0])
             yield i, X[keep], Y[keep]
+
+
+#: most rows of a piece :meth:`RowPieces.spread` makes: a partition's rows come in pieces small enough for the
+#: threads of a worker to share them (``partitions_per="worker"``), as large as a block of features
+#: (:mod:`rffor.solvers.sums` computes φ_X 4096 rows at a time)
+PIECE_ROWS = 4096
+
+
+class RowPieces:
+    """Row ranges ("pieces") of chunks of a chunked dataset, as a chunked dataset whose chunks are the pieces.
+
+    Piece j is rows ``start … stop − 1`` of chunk ``chunk`` of ``data`` (row j of :attr:`pieces`). Everything a task
+    does with a chunk id works with a piece id: ``chunk(j)`` reads the piece's chunk and returns the piece's rows,
+    ``row_start(j)`` is the global index of its first row (so a :class:`RowSplit` holds out the same rows as on the
+    whole chunks), and :attr:`cache_tag` names the layout of the pieces for caches keyed by chunk id.
+
+    Parameters
+    ----------
+    data : chunked dataset
+    pieces : array-like of int, shape (k, 3)
+        ``(chunk, start, stop)`` of every piece: non-empty, within their chunk, in increasing global row order
+        (pieces never overlap).
+    groups : list of list of int, optional
+        The pieces of each partition, for ``n_partitions`` partitions (what :meth:`partition` returns for that P;
+        other P: :func:`partition_chunks` of the pieces).
+    n_partitions : int, optional
+        The P of ``groups`` (default ``len(groups)``).
+
+    Notes
+    -----
+    A task reads the chunk of every piece it processes: :meth:`iter_chunks` reads a chunk once for consecutive
+    pieces of it; a chunk whose pieces go to several partitions is read once by each.
+    """
+
+    def __init__(self, data, pieces, groups: Sequence[Sequence[int]] | None = None, n_partitions: int | None = None):
+        pieces = np.asarray(pieces, dtype=np.int64).reshape(-1, 3)
+        if pieces.shape[0] == 0:
+            raise ValueError("pieces is empty")
+        chunk, start, stop = pieces.T
+        sizes = np.array([chunk_rows(data, int(i)) for i in chunk])
+        if np.any(chunk < 0) or np.any(chunk >= data.n_chunks) or np.any(start < 0) or np.any(stop > sizes):
+            raise ValueError("every piece must be (chunk, start, stop) with rows inside one chunk of the data")
+        if np.any(stop <= start):
+            raise ValueError("every piece must hold at least one row (start < stop)")
+        first = np.array([row_start(data, int(i)) for i in chunk]) + start
+        if np.any(first[1:] < (first + stop - start)[:-1]):
+            raise ValueError("pieces must be in increasing row order and must not overlap")
+        self.data = data
+        self.pieces = pieces
+        self._first = first
+        self.groups = None if groups is None else [[int(j) for j in g] for g in groups]
+        if self.groups is not None and sorted(j for g in self.groups for j in g) != list(range(len(pieces))):
+            raise ValueError("groups must hold every piece id exactly once")
+        self.n_partitions = None if groups is None else int(n_partitions or len(self.groups))
+        self.n = int(np.sum(stop - start))
+        self.d, self.m = int(data.d), int(data.m)
+        self.theta = np.asarray(data.theta, dtype=np.float64)
+        self.chunk_rows = int(np.max(stop - start))
+        self.n_chunks = int(len(pieces))
+        self.workers_can_read = bool(data.workers_can_read)
+        digest = hashlib.sha1(pieces.tobytes()).hexdigest()[:12]
+        base = getattr(data, "cache_tag", "all")
+        self.cache_tag = f"pieces-{digest}" if base == "all" else f"{base}/pieces-{digest}"
+
+    @classmethod
+    def spread(cls, data, chunk_ids: Sequence[int], n_partitions: int, piece_rows: int = PIECE_ROWS) -> RowPieces:
+        """The rows of some chunks shared by P partitions: partition k gets rows ``⌊kR/P⌋ … ⌊(k+1)R/P⌋ − 1`` of
+        the R rows of those chunks (in chunk order), cut at chunk boundaries and into pieces of at most
+        ``piece_rows`` rows of about equal size.
+
+        Parameters
+        ----------
+        data : chunked dataset
+        chunk_ids : sequence of int
+            The chunks (e.g. :func:`spread_chunks`: a sample spread over the data).
+        n_partitions : int
+            P (``min(P, R)`` partitions get rows).
+        piece_rows : int
+            Most rows of a piece.
+
+        Returns
+        -------
+        RowPieces
+            With ``groups``: the pieces of each partition. A function of the chunks, P and ``piece_rows`` only.
+        """
+        ids = sorted({int(i) for i in chunk_ids})
+        if not ids:
+            raise ValueError("chunk_ids is empty")
+        P = check_int(n_partitions, "n_partitions", 1)
+        piece_rows = check_int(piece_rows, "piece_rows", 1)
+        rows = np.array([chunk_rows(data, i) for i in ids], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(rows)])
+        R = int(offsets[-1])
+        P_asked, P = P, min(P, R)
+        bounds = (np.arange(P + 1, dtype=np.int64) * R) // P
+        pieces: list[tuple[int, int, int]] = []
+        groups: list[list[int]] = []
+        for k in range(P):
+            lo, hi = int(bounds[k]), int(bounds[k + 1])
+            group = []
+            first = int(np.searchsorted(offsets, lo, side="right")) - 1
+            last = int(np.searchsorted(offsets, hi, side="left"))
+            for c in range(first, last):  # the chunks this partition's row range meets
+                a = max(lo, int(offsets[c])) - int(offsets[c])
+                b = min(hi, int(offsets[c + 1])) - int(offsets[c])
+                if b <= a:
+                    continue
+                n_cuts = -(-(b - a) // piece_rows)  # pieces of about equal size, at most piece_rows rows
+                cuts = a + ((b - a) * np.arange(n_cuts + 1)) // n_cuts
+                for s, e in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+                    group.append(len(pieces))
+                    pieces.append((ids[c], s, e))
+            groups.append(group)
+        return cls(data, pieces, groups, n_partitions=P_asked)
+
+    def row_start(self, j: int) -> int:
+        """Global index (in ``data``) of piece j's first row."""
+        return int(self._first[int(j)])
+
+    def rows_of(self, j: int) -> int:
+        """Rows of piece j."""
+        _, a, b = self.pieces[int(j)]
+        return int(b - a)
+
+    def chunk(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(X_j, Y_j)``: the rows of piece j (its chunk read, then sliced)."""
+        if not 0 <= int(j) < self.n_chunks:
+            raise IndexError(f"piece id {j} out of range for {self.n_chunks} pieces")
+        c, a, b = (int(v) for v in self.pieces[int(j)])
+        X, Y = self.data.chunk(c)
+        return X[a:b], Y[a:b]
+
+    def iter_chunks(self, chunk_ids: Sequence[int] | None = None, **kw):
+        """Yield ``(j, X_j, Y_j)`` for the given piece ids in order (default all), reading each chunk once for a run
+        of consecutive pieces of it (through ``data.iter_chunks``, which may read ahead)."""
+        ids = range(self.n_chunks) if chunk_ids is None else [int(j) for j in chunk_ids]
+        runs: list[tuple[int, list[int]]] = []
+        for j in ids:
+            if not 0 <= j < self.n_chunks:
+                raise IndexError(f"piece id {j} out of range for {self.n_chunks} pieces")
+            c = int(self.pieces[j, 0])
+            if runs and runs[-1][0] == c:
+                runs[-1][1].append(j)
+            else:
+                runs.append((c, [j]))
+        chunks = self.data.iter_chunks([c for c, _ in runs], **kw)
+        for (_, run), (_, X, Y) in zip(runs, chunks, strict=True):
+            for j in run:
+                _, a, b = (int(v) for v in self.pieces[j])
+                yield j, X[a:b], Y[a:b]
+
+    def partition(self, n_partitions: int) -> list[list[int]]:
+        """The groups of :meth:`spread` for the P they were made for; :func:`partition_chunks` of the pieces
+        otherwise."""
+        if self.groups is not None and int(n_partitions) == self.n_partitions:
+            return [list(g) for g in self.groups if g]
+        return partition_chunks(self.n_chunks, n_partitions)
+
+    def subset(self, chunk_ids: Sequence[int]) -> ChunkSubset:
+        """The given pieces (copies of their rows) under their ids, with their row starts and cache tag."""
+        return ChunkSubset(self, chunk_ids)
+
+    def __repr__(self) -> str:
+        return f"RowPieces({self.n_chunks} pieces of {len(set(self.pieces[:, 0].tolist()))} chunks, n={self.n})"
 
 
 class ExpandedTargets:

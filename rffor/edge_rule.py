@@ -137,7 +137,7 @@ class Axis:
     ----------
     values : sequence of numbers
         The starting grid (any order).
-    step : float or None, default None
+    step : float or None, default 10
         Factor between successive values past the grid's ends. None: the ratio of the grid's two end values on
         each side (10 for a one-value grid).
     low, high : float or None
@@ -148,7 +148,7 @@ class Axis:
     """
 
     values: tuple
-    step: float | None = None
+    step: float | None = 10.0
     low: float | None = None
     high: float | None = None
     integer: bool = False

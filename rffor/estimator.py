@@ -13,10 +13,11 @@ from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_theta, check_X, check_Y, fill_missing
+from ._validation import check_theta, check_X, check_Y
 from .io import json_value
-from .kernels import MEDIAN_HEURISTIC_ROWS, Gaussian, Kernel, median_heuristic
+from .kernels import MEDIAN_HEURISTIC_ROWS, Kernel, median_heuristic
 from .losses import Loss, Square
+from .outputs import CurveGrid
 from .settings import AUTO_EXACT_MAX_N, DEFAULTS, RFSettings, parameter_docs, sklearn_constraints
 from .solvers import EXACT_SOLVERS, solver_default
 from .solvers.dual import DualProblem, full_certificate
@@ -28,7 +29,8 @@ __all__ = ["FunctionalRegressor", "load", "RF_OPTIONS"]
 RF_OPTIONS = (
     "lam", "loss_params", "kernel_theta_params", "selection_rows", "rff_method", "n_features_x", "max_features_x",
     "input_features", "output_features", "n_features_theta", "output_rank_tol", "batch_size", "n_epochs", "max_steps",
-    "n_theta_samples", "step_size", "local_steps", "n_partitions", "init", "init_reweight", "precondition_rank",
+    "n_theta_samples", "step_size", "local_steps", "n_partitions", "partitions_per", "init", "init_reweight",
+    "precondition_rank",
     "dtype",
 )  # fmt: skip
 
@@ -194,6 +196,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         step_size=DEFAULTS.step_size,
         local_steps=DEFAULTS.local_steps,
         n_partitions=DEFAULTS.n_partitions,
+        partitions_per=DEFAULTS.partitions_per,
         init=DEFAULTS.init,
         init_reweight=DEFAULTS.init_reweight,
         precondition_rank=DEFAULTS.precondition_rank,
@@ -232,6 +235,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.step_size = step_size
         self.local_steps = local_steps
         self.n_partitions = n_partitions
+        self.partitions_per = partitions_per
         self.init = init
         self.init_reweight = init_reweight
         self.precondition_rank = precondition_rank
@@ -259,11 +263,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         else:
             rows = np.linspace(0, X.shape[0] - 1, min(X.shape[0], MEDIAN_HEURISTIC_ROWS)).astype(int)
             kx = median_heuristic(X[np.unique(rows)])
-        if self.kernel_theta is not None:
-            kt = self.kernel_theta
-        else:
-            span = float(theta[-1] - theta[0]) if len(theta) > 1 else 1.0
-            kt = Gaussian(gamma=100.0 / span**2)
+        kt = self.kernel_theta if self.kernel_theta is not None else CurveGrid(theta).default_kernel()
         return kx, kt
 
     def _resolve_solver(self, n: int, is_dataset: bool) -> str:
@@ -362,7 +362,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
                 )
         K_x = self.kernel_x_.gram(X)
         K_theta = self.kernel_theta_.gram(theta)
-        Y_full = fill_missing(Y, theta)
+        Y_full = CurveGrid(theta).fill(Y)  # the curves' missing-value rule: interpolated along θ (MATH.md §3.3)
         if self.representation == "eigen":
             problem = DualProblem.eigenbasis(K_x, K_theta, Y_full, self.lam, loss, r)
         else:
@@ -373,13 +373,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             self.reduced_duality_gap_ = result.gap
         else:
             self.objective_, self.duality_gap_ = float(self.objective_history_[-1]), result.gap
-        # predictions are K_X(X_new, X) @ W @ K_Θ(grid, θ_new) for both representations (MATH.md §3.1, §3.2):
-        # splines W = A/(λnm); eigen (Nyström ψ_j) W = A V_rᵀ/(λn√m)
-        if problem.eigen:
-            W = result.coef @ problem.V_r.T / (self.lam * n * np.sqrt(m))
-        else:
-            W = result.coef * problem.c
-        self._set_exact_model(X, W, theta)
+        self._set_exact_model(X, problem.prediction_weights(result.coef), theta)
         return self
 
     def _run_exact_solver(self, problem: DualProblem):
@@ -427,7 +421,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             security=self.security,
             n_partitions=self.n_partitions,
         )
-        settings = RFSettings.from_params(self.get_params(deep=False), max_passes="max_iter").replace(**extra)
+        settings = RFSettings.from_params({**self.get_params(deep=False), **extra}, max_passes="max_iter")
         result = fit_rff(
             data,
             loss=self.loss_,

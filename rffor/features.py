@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._linalg import eigh_psd
+from ._linalg import eigh_psd, solve_upper_right
 from ._validation import check_dtype, check_int
 from .kernels import Kernel, as_2d_points
 
@@ -37,6 +37,7 @@ __all__ = [
     "RandomOutputFeatures",
     "make_output_features",
     "feature_map_from_state",
+    "register_feature_map",
     "seed_sequence",
     "DEFAULT_OUTPUT_RANK_TOL",
 ]
@@ -61,6 +62,10 @@ _KINDS: dict[str, type] = {}
 def _register(cls: type) -> type:
     _KINDS[cls.kind] = cls
     return cls
+
+
+#: a feature map defined elsewhere (an output space's) registers its ``kind`` for :func:`feature_map_from_state`
+register_feature_map = _register
 
 
 def feature_map_from_state(spec: dict, arrays: dict[str, np.ndarray]):
@@ -446,14 +451,34 @@ class ExactOutputFactor:
         return out
 
 
+#: rows of a block of :meth:`NystromFeatures.transform` when it is given no ``work`` (the fits pass blocks of
+#: 4096 rows: rffor.solvers.rff._BLOCK_ROWS)
+_NYSTROM_BLOCK_ROWS = 4096
+
+#: the whitenings of :class:`NystromFeatures`
+_WHITENINGS = ("triangular", "eigen")
+
+
 @_register
 class NystromFeatures:
     """Nyström features of a scalar kernel on M centres (Williams & Seeger 2001; FALKON, Rudi et al. 2017).
 
     With ``K_MM = U diag(s) Uᵀ`` the Gram matrix of the centres c_1 … c_M and every eigenvalue floored at
-    ``tol · s_max``, ``s̃_i = max(s_i, tol · s_max)``, ``φ(x) = diag(s̃)^{-1/2} Uᵀ k(C, x) ∈ R^M`` (MATH.md §5.1),
-    so that ``φ(x)·φ(z) = k(x, C) U diag(s̃)^{-1} Uᵀ k(C, z)``: the Nyström approximation of ``k(x, z)`` along the
-    eigenvectors above the floor (exact when x or z is a centre, up to them), and a damped one along the others.
+    ``tol · s_max``, ``s̃_i = max(s_i, tol · s_max)``, the floored Gram matrix is ``K̃ = U diag(s̃) Uᵀ`` and the
+    features are ``φ(x) = W k(C, x) ∈ R^M`` for a whitening W with ``Wᵀ W = K̃⁻¹``, so that ``φ(x)·φ(z) =
+    k(x, C) K̃⁻¹ k(C, z)``: the Nyström approximation of ``k(x, z)`` along the eigenvectors above the floor (exact
+    when x or z is a centre, up to them), and a damped one along the others. Two whitenings give that kernel:
+
+    - ``"eigen"``: ``W = diag(s̃)^{-1/2} Uᵀ``, the map of MATH.md §5.1;
+    - ``"triangular"`` (the default): ``W = R⁻ᵀ`` with R the upper-triangular factor of ``K̃ = Rᵀ R`` with a
+      positive diagonal (K̃'s Cholesky factor, computed as the R factor of a QR factorisation of
+      ``diag(s̃)^{1/2} Uᵀ``, so K̃ is never formed). ``R⁻ᵀ = Qᵀ diag(s̃)^{-1/2} Uᵀ`` for that orthogonal Q: the
+      features are the eigen ones rotated, and the model (P_rf) is unchanged (``h_B`` with B rotated likewise,
+      ``‖h_B‖ = ‖B‖_F``; every solver of the random-feature path is equivariant under such a rotation). It costs
+      half: a triangular solve per block of rows, M² flops a row against 2M² for the product by the dense
+      ``diag(s̃)^{-1/2} Uᵀ``, and it is backward stable (the features of a K̃ perturbed at its rounding, like the
+      eigendecomposition's own error). Measured by benchmarks/nystrom_features.py.
+
     All M directions are kept: the model spans every kernel function k(c_j, ·) of the centres. Dropping the
     eigenpairs below the floor instead (as a truncated pseudo-inverse does) removes functions the data can
     determine: on the curves of benchmarks/learning_curve.py (M = 1000, clean, square loss) the truncation at
@@ -462,18 +487,24 @@ class NystromFeatures:
     is a data-adapted finite-dimensional feature map, and every solver of the random-feature path uses it as it
     uses random Fourier features.
 
+    The kernel block ``k(X, C)`` of a block of rows comes from one GEMM and the kernel's profile applied in place
+    (:meth:`rffor.kernels.Kernel.gram_block`), on the rows and centres translated by the centres' mean (distances
+    do not change; the GEMM form's cancellation does: it is proportional to the points' squared norms).
+
     Parameters
     ----------
     kernel : Kernel
-        k_X (any kernel with ``gram``).
+        k_X (any kernel with ``gram``; ``gram_block`` is its fast path).
     centres : array-like of shape (M, dim)
-        Rows of the training inputs (:func:`rffor.solvers.rff.sample_centres` draws them uniformly).
+        Rows of the training inputs (:func:`rffor.solvers.maps.sample_centres` draws them uniformly).
     dtype : {np.float32, np.float64}, default np.float64
-        Type of the features and of their computation. float64 is the default: the whitening ``s̃^{-1/2}``
-        amplifies rounding by up to ``tol^{-1/2}``, so float32 needs a floor of about 1e-6.
+        Type of the features and of their computation. float64 is the default: the whitening amplifies rounding
+        by up to ``tol^{-1/2}`` (the condition number of R), so float32 needs a floor of about 1e-6.
     tol : float or None
         Relative eigenvalue floor in (0, 1); None: 1e-14 in float64 (eigenvalues below it are rounding noise of
         the eigendecomposition), 1e-6 in float32.
+    whitening : {"triangular", "eigen"}, default "triangular"
+        W above. A map saved without one (before it existed) is ``"eigen"``.
 
     Attributes
     ----------
@@ -482,13 +513,23 @@ class NystromFeatures:
     centres : ndarray of shape (M, dim), in ``dtype``
     eigenvalues : ndarray of shape (M,)
         The floored eigenvalues s̃, decreasing (float64).
+    factor : ndarray of shape (M, M), in ``dtype``
+        ``"triangular"`` only: R, upper triangular: ``φ(X) = k(X, C) R⁻¹``.
     projection : ndarray of shape (M, M), in ``dtype``
-        ``U diag(s̃)^{-1/2}``: ``φ(X) = k(X, C) @ projection``.
+        ``"eigen"`` only: ``U diag(s̃)^{-1/2}``: ``φ(X) = k(X, C) @ projection``.
     """
 
     kind = "nystrom"
 
-    def __init__(self, kernel: Kernel, centres: np.ndarray, *, dtype=np.float64, tol: float | None = None):
+    def __init__(
+        self,
+        kernel: Kernel,
+        centres: np.ndarray,
+        *,
+        dtype=np.float64,
+        tol: float | None = None,
+        whitening: str = "triangular",
+    ):
         self.kernel = _check_kernel(kernel, "kernel")
         C = as_2d_points(np.asarray(centres, dtype=np.float64), "centres")
         if C.shape[0] < 1 or not np.all(np.isfinite(C)):
@@ -498,59 +539,103 @@ class NystromFeatures:
             tol = 1e-14 if self.dtype == np.float64 else 1e-6
         if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not 0 < tol < 1:
             raise ValueError(f"tol must be a real number in (0, 1), got {tol!r}")
+        if whitening not in _WHITENINGS:
+            raise ValueError(f"whitening must be one of {_WHITENINGS}, got {whitening!r}")
         self.tol = float(tol)
+        self.whitening = whitening
         s, U = eigh_psd(np.asarray(self.kernel.gram(C), dtype=np.float64))
         if not s[0] > 0:
             raise ValueError("the centres' Gram matrix has no positive eigenvalue")
         self.eigenvalues = np.maximum(s, self.tol * s[0])
         self.centres = np.ascontiguousarray(C, dtype=self.dtype)
-        self.projection = np.ascontiguousarray(U / np.sqrt(self.eigenvalues), dtype=self.dtype)
-        self._norms = np.einsum("ij,ij->i", self.centres, self.centres)
+        if whitening == "eigen":
+            self.projection = np.ascontiguousarray(U / np.sqrt(self.eigenvalues), dtype=self.dtype)
+        else:
+            # K̃ = U diag(s̃) Uᵀ = AᵀA = RᵀR for A = diag(s̃)^{1/2} Uᵀ = QR; rows of R signed for a positive diagonal
+            R = np.linalg.qr(np.sqrt(self.eigenvalues)[:, None] * U.T, mode="r")
+            R *= np.where(np.diag(R) < 0, -1.0, 1.0)[:, None]
+            self.factor = np.ascontiguousarray(R, dtype=self.dtype)
+        self._derive()
 
-    n_features = property(lambda self: int(self.projection.shape[1]), doc="M, the number of features.")
+    def _derive(self) -> None:
+        """Arrays derived from the centres (not saved, not pickled): their mean, the centres translated by it and
+        their squared norms, in ``dtype``."""
+        C = self.centres.astype(np.float64)
+        self._shift = C.mean(axis=0)
+        self._shifted_centres = np.ascontiguousarray(C - self._shift, dtype=self.dtype)
+        self._norms = np.einsum("ij,ij->i", self._shifted_centres, self._shifted_centres)
+
+    n_features = property(lambda self: int(self.centres.shape[0]), doc="M, the number of features.")
     dim = property(lambda self: int(self.centres.shape[1]), doc="Input dimension.")
     n_centres = property(lambda self: int(self.centres.shape[0]), doc="M.")
     work_columns = property(lambda self: self.n_centres, doc="Columns of :meth:`transform`'s ``work``: M.")
 
     def __repr__(self) -> str:
-        return f"NystromFeatures({self.kernel!r}, n_centres={self.n_centres}, tol={self.tol}, dtype={self.dtype.name})"
+        return (
+            f"NystromFeatures({self.kernel!r}, n_centres={self.n_centres}, tol={self.tol}, dtype={self.dtype.name}, "
+            f"whitening={self.whitening!r})"
+        )
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "_norms"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_shift", "_shifted_centres", "_norms")}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._norms = np.einsum("ij,ij->i", self.centres, self.centres)
+        self.__dict__.setdefault("whitening", "eigen")  # pickled before the triangular whitening existed
+        self._derive()
 
     def get_state(self) -> tuple[dict, dict[str, np.ndarray]]:
-        """``(spec, {"centres", "projection", "eigenvalues"})``: the map to the bit (no eigendecomposition)."""
-        spec = {"kind": self.kind, "kernel": self.kernel.to_spec(), "tol": self.tol, "dtype": self.dtype.name}
-        return spec, {"centres": self.centres, "projection": self.projection, "eigenvalues": self.eigenvalues}
+        """``(spec, {"centres", "eigenvalues", "factor" or "projection"})``: the map to the bit (no
+        eigendecomposition)."""
+        spec = {
+            "kind": self.kind,
+            "kernel": self.kernel.to_spec(),
+            "tol": self.tol,
+            "dtype": self.dtype.name,
+            "whitening": self.whitening,
+        }
+        W = {"factor": self.factor} if self.whitening == "triangular" else {"projection": self.projection}
+        return spec, {"centres": self.centres, "eigenvalues": self.eigenvalues, **W}
 
     @classmethod
     def from_state(cls, spec: dict, arrays: dict[str, np.ndarray]) -> NystromFeatures:
-        """Inverse of :meth:`get_state`, validating shapes and types."""
+        """Inverse of :meth:`get_state`, validating shapes and types (a spec without ``whitening``: ``"eigen"``)."""
         from .kernels import kernel_from_spec
 
         out = cls.__new__(cls)
         out.kernel = _check_kernel(kernel_from_spec(spec["kernel"]), "kernel")
         out.dtype = check_dtype(spec["dtype"])
         out.tol = float(spec["tol"])
+        out.whitening = spec.get("whitening", "eigen")
+        if out.whitening not in _WHITENINGS:
+            raise ValueError(f"whitening must be one of {_WHITENINGS}, got {out.whitening!r}")
         t = arrays.get("eigenvalues")
         C = arrays.get("centres")
         if not (isinstance(t, np.ndarray) and t.ndim == 1 and t.size >= 1 and np.all(t > 0)):
             raise ValueError("feature map array 'eigenvalues' must be a non-empty 1-D array of positive values")
         if not (isinstance(C, np.ndarray) and C.ndim == 2 and np.all(np.isfinite(C))):
             raise ValueError("feature map array 'centres' must be a finite 2-D array")
+        M = C.shape[0]
         out.eigenvalues = t
         out.centres = np.ascontiguousarray(_state_array(arrays, "centres", C.shape, out.dtype))
-        out.projection = np.ascontiguousarray(_state_array(arrays, "projection", (C.shape[0], t.shape[0]), out.dtype))
-        out._norms = np.einsum("ij,ij->i", out.centres, out.centres)
+        if out.whitening == "eigen":
+            out.projection = np.ascontiguousarray(_state_array(arrays, "projection", (M, t.shape[0]), out.dtype))
+        else:
+            R = np.ascontiguousarray(_state_array(arrays, "factor", (M, M), out.dtype))
+            if t.shape[0] != M or not np.all(np.diag(R) > 0):
+                raise ValueError("feature map array 'factor' must be upper triangular with a positive diagonal")
+            out.factor = R
+        out._derive()
         return out
 
     def transform(self, X: np.ndarray, *, out: np.ndarray | None = None, work: np.ndarray | None = None) -> np.ndarray:
-        """Features of the rows of X: ``k(X, C) @ projection``, in blocks of rows (two GEMMs per block for the
-        Gaussian kernel: the cross products of the squared distances, then the projection).
+        """Features of the rows of X, a block of rows at a time: the kernel block ``k(X_b, C)`` (one GEMM and the
+        kernel's profile in place, :meth:`rffor.kernels.Kernel.gram_block`), then the whitening (a triangular
+        solve in place, or the product by the eigen projection).
+
+        Memory beyond ``out``: the block's rows translated, (rows, dim), and with the ``"eigen"`` whitening the
+        kernel block (``work``). Cost linear in the rows: ``2 M d + M²`` flops a row (``2 M d + 2 M²`` with
+        ``"eigen"``) and M exponentials.
 
         Parameters
         ----------
@@ -558,7 +643,9 @@ class NystromFeatures:
         out : ndarray of shape (n, n_features), optional
             C-contiguous array of type ``dtype`` to write into.
         work : ndarray of shape (rows, M), optional
-            Scratch for the kernel block, any number of rows >= 1.
+            C-contiguous scratch of type ``dtype``, any number of rows >= 1: rows are processed that many at a
+            time (default 4096). The ``"triangular"`` whitening computes in ``out`` and only reads its number of
+            rows; the ``"eigen"`` one holds the kernel block in it.
 
         Returns
         -------
@@ -567,33 +654,29 @@ class NystromFeatures:
         X = as_2d_points(X, "X")
         if X.shape[1] != self.dim:
             raise ValueError(f"X has {X.shape[1]} columns, but the feature map was built for dim={self.dim}")
-        X = np.ascontiguousarray(X, dtype=self.dtype)
         n, M = X.shape[0], self.n_centres
         if out is None:
             out = np.empty((n, self.n_features), dtype=self.dtype)
         elif out.shape != (n, self.n_features) or out.dtype != self.dtype or not out.flags.c_contiguous:
             raise ValueError(f"out must be a C-contiguous {self.dtype.name} array of shape {(n, self.n_features)}")
+        eigen = self.whitening == "eigen"
         if work is None:
-            work = np.empty((min(max(n, 1), _DEFAULT_BLOCK_ROWS // 2), M), dtype=self.dtype)
+            block = min(max(n, 1), _NYSTROM_BLOCK_ROWS)
+            work = np.empty((block, M), dtype=self.dtype) if eigen else None
         elif work.ndim != 2 or work.shape[1] != M or work.dtype != self.dtype or not work.flags.c_contiguous:
             raise ValueError(f"work must be a C-contiguous {self.dtype.name} array with {M} columns")
-        block = max(1, work.shape[0])
-        gamma = getattr(self.kernel, "gamma", None)
-        gaussian = getattr(self.kernel, "name", "") == "gaussian"
+        else:
+            block = max(1, work.shape[0])
+        shifted = np.empty((min(block, n), self.dim), dtype=self.dtype)
         for s in range(0, n, block):
             e = min(s + block, n)
-            K = work[: e - s]
-            if gaussian:  # exp(-γ (‖x‖² + ‖c‖² − 2 x·c)) with one GEMM, in place
-                np.matmul(X[s:e], self.centres.T, out=K)
-                K *= -2.0
-                K += np.einsum("ij,ij->i", X[s:e], X[s:e])[:, None]
-                K += self._norms[None, :]
-                np.maximum(K, 0.0, out=K)
-                K *= -gamma
-                np.exp(K, out=K)
+            A = np.subtract(X[s:e], self._shift, out=shifted[: e - s])
+            K = work[: e - s] if eigen else out[s:e]
+            self.kernel.gram_block(A, self._shifted_centres, K, b_sqnorms=self._norms)
+            if eigen:
+                np.matmul(K, self.projection, out=out[s:e])
             else:
-                K[...] = self.kernel.gram(X[s:e], self.centres)
-            np.matmul(K, self.projection, out=out[s:e])
+                solve_upper_right(K, self.factor)
         return out
 
     def __call__(self, X: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ __all__ = [
     "Kernel",
     "Gaussian",
     "Laplacian",
+    "Identity",
     "as_2d_points",
     "median_heuristic",
     "kernel_from_spec",
@@ -26,6 +27,10 @@ __all__ = [
 
 #: rows of the sample :func:`median_heuristic` uses (about 500,000 pairs)
 MEDIAN_HEURISTIC_ROWS = 1000
+
+#: :meth:`Laplacian.gram_block` recomputes from the differences the pairs whose squared distance is below this
+#: fraction of ``‖a‖² + max ‖b‖²`` (where the GEMM form's cancellation, amplified by the square root, would show)
+_LAPLACIAN_RECOMPUTE = 0.01
 
 
 def as_2d_points(A: np.ndarray, name: str = "A") -> np.ndarray:
@@ -38,6 +43,34 @@ def as_2d_points(A: np.ndarray, name: str = "A") -> np.ndarray:
     if not np.issubdtype(A.dtype, np.floating):
         A = A.astype(np.float64)
     return A
+
+
+def _check_block(A: np.ndarray, B: np.ndarray, out: np.ndarray) -> None:
+    """Shapes and types of :meth:`Kernel.gram_block`'s arguments."""
+    if out.ndim != 2 or out.dtype not in (np.float32, np.float64) or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous 2-D float32 or float64 array, got {out.dtype} {out.shape}")
+    for name, a, rows in (("A", A, out.shape[0]), ("B", B, out.shape[1])):
+        if a.ndim != 2 or a.shape[0] != rows or a.dtype != out.dtype or not a.flags.c_contiguous:
+            raise ValueError(
+                f"{name} must be a C-contiguous {out.dtype} array with {rows} rows (out has shape {out.shape}), "
+                f"got {a.dtype} {a.shape}"
+            )
+    if A.shape[1] != B.shape[1]:
+        raise ValueError(f"A and B must have the same number of columns, got {A.shape[1]} and {B.shape[1]}")
+
+
+def _cross_products(A: np.ndarray, B: np.ndarray, out: np.ndarray, b_sqnorms) -> tuple[np.ndarray, np.ndarray]:
+    """``out = A Bᵀ`` (one GEMM) and the squared norms ``(‖a_i‖², ‖b_j‖²)`` in ``out``'s dtype."""
+    _check_block(A, B, out)
+    np.matmul(A, B.T, out=out)
+    a2 = np.einsum("ij,ij->i", A, A)
+    if b_sqnorms is None:
+        b2 = np.einsum("ij,ij->i", B, B)
+    else:
+        b2 = np.asarray(b_sqnorms, dtype=out.dtype)
+        if b2.shape != (B.shape[0],):
+            raise ValueError(f"b_sqnorms must have shape ({B.shape[0]},), got {b2.shape}")
+    return a2, b2
 
 
 @dataclass(frozen=True)
@@ -78,6 +111,34 @@ class Kernel:
 
     def _gram(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def gram_block(self, A: np.ndarray, B: np.ndarray, out: np.ndarray, *, b_sqnorms: np.ndarray | None = None):
+        """The Gram block ``k(A, B)`` written into ``out``, computed in ``out``'s dtype: the hot path of the Nyström
+        features (:meth:`rffor.features.NystromFeatures.transform`), which calls it on every block of rows.
+
+        A kernel with a profile of the squared distance (Gaussian, Laplacian) computes it from one GEMM,
+        ``‖a‖² + ‖b‖² − 2 a·b``, and its profile applied in place: no (n_a, n_b, d) temporary and no other array of
+        ``out``'s size. That form cancels where ‖a − b‖² is small against ‖a‖² + ‖b‖²: translate the points so that
+        they are centred (distances do not change) before calling it. Other kernels fall back to :meth:`gram`.
+
+        Parameters
+        ----------
+        A : ndarray of shape (n_a, d)
+            C-contiguous, of ``out``'s dtype.
+        B : ndarray of shape (n_b, d)
+            C-contiguous, of ``out``'s dtype.
+        out : ndarray of shape (n_a, n_b)
+            C-contiguous float32 or float64 array to write into.
+        b_sqnorms : ndarray of shape (n_b,), optional
+            ``‖b_j‖²`` in ``out``'s dtype when the caller keeps them (the Nyström centres); computed otherwise.
+
+        Returns
+        -------
+        out : ndarray of shape (n_a, n_b)
+        """
+        _check_block(A, B, out)
+        out[...] = self.gram(A, B)
+        return out
 
     def gram_derivatives(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Derivatives of the kernel on the real line (Θ = [0, 1]): ``(∂k(a_i, b_j)/∂b, ∂²k(a_i, b_j)/∂a∂b)``.
@@ -132,6 +193,19 @@ class Gaussian(Kernel):
         np.maximum(d2, 0.0, out=d2)
         return np.exp(-self.gamma * d2)
 
+    def gram_block(self, A: np.ndarray, B: np.ndarray, out: np.ndarray, *, b_sqnorms: np.ndarray | None = None):
+        """``exp(γ (2 a·b − ‖a‖² − ‖b‖²))`` into ``out`` (see :meth:`Kernel.gram_block`): the GEMM, three passes
+        over ``out`` and the exponential, in place. The rounding of the squared distance, about
+        ``d u (‖a‖² + ‖b‖²)`` for unit roundoff u, moves k by γ times that: no more than rounding k itself does
+        for centred points."""
+        a2, b2 = _cross_products(A, B, out, b_sqnorms)
+        g = out.dtype.type(self.gamma)
+        out *= 2 * g
+        out -= (g * a2)[:, None]
+        out -= (g * b2)[None, :]
+        np.minimum(out, 0, out=out)  # the distance's rounding may make it negative
+        return np.exp(out, out=out)
+
     def gram_derivatives(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """With D = a − b and k = exp(−γD²): ``∂_b k = 2γ D k`` and ``∂_a ∂_b k = 2γ (1 − 2γ D²) k``."""
         D = np.subtract.outer(np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel())
@@ -170,10 +244,48 @@ class Laplacian(Kernel):
     def _gram(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         return np.exp(-self.gamma * cdist(A.astype(np.float64), B.astype(np.float64)))
 
+    def gram_block(self, A: np.ndarray, B: np.ndarray, out: np.ndarray, *, b_sqnorms: np.ndarray | None = None):
+        """``exp(−γ ‖a − b‖)`` into ``out`` (see :meth:`Kernel.gram_block`), the distance from the GEMM form.
+
+        Unlike the Gaussian's ``exp(−γ ‖a − b‖²)``, the square root amplifies the form's cancellation near 0: an
+        error δ ≈ c u (‖a‖² + ‖b‖²) of the squared distance (u the unit roundoff, c ≈ √d typically, d at worst)
+        moves ‖a − b‖ by δ / (2 ‖a − b‖), and by √δ at a coincident pair (a training row that is a centre:
+        k = 1 − γ √δ, about 1 − 1e-7 γ in float64, instead of 1). The pairs with ``‖a − b‖² < 0.01 (‖a_i‖² +
+        max_j ‖b_j‖²)`` are therefore recomputed from their differences (vectorised; in high dimension only the
+        near-coincident pairs), and the others have ‖a − b‖ to a relative error of at most 50 c u."""
+        a2, b2 = _cross_products(A, B, out, b_sqnorms)
+        out *= -2
+        out += a2[:, None]
+        out += b2[None, :]
+        np.maximum(out, 0, out=out)
+        near = np.nonzero(out < (_LAPLACIAN_RECOMPUTE * (a2 + b2.max(initial=0)))[:, None])
+        if near[0].size:
+            diff = A[near[0]] - B[near[1]]
+            out[near] = np.einsum("ij,ij->i", diff, diff)
+        np.sqrt(out, out=out)
+        out *= -out.dtype.type(self.gamma)
+        return np.exp(out, out=out)
+
     def sample_frequencies(self, n_frequencies: int, dim: int, rng: np.random.Generator) -> np.ndarray:
         g = rng.standard_normal((dim, n_frequencies))
         w = rng.standard_normal(n_frequencies)
         return self.gamma * g / np.abs(w)
+
+
+@dataclass(frozen=True)
+class Identity(Kernel):
+    """The identity (delta) kernel ``k(i, j) = 1{i = j}`` on the columns of an explicit output embedding: the output
+    operator T = I of MATH.md §1 (MATH.md §8, the random-feature path of structured outputs). It has no bandwidth to
+    choose and no spectral law: random features of it do not exist (its exact factor is the identity)."""
+
+    name = "identity"
+    param_name = None
+
+    def _gram(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        return np.all(A[:, None, :] == B[None, :, :], axis=2).astype(np.float64)
+
+    def sample_frequencies(self, n_frequencies: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+        raise ValueError("the identity (delta) kernel has no spectral law: it has no random Fourier features")
 
 
 def median_heuristic(X: np.ndarray) -> Gaussian:
@@ -208,7 +320,7 @@ def median_heuristic(X: np.ndarray) -> Gaussian:
     return Gaussian(gamma=float(1.0 / (2.0 * np.median(positive))))
 
 
-_KERNELS = {"gaussian": Gaussian, "laplacian": Laplacian}
+_KERNELS = {"gaussian": Gaussian, "laplacian": Laplacian, "identity": Identity}
 
 
 def kernel_from_spec(spec: dict | str | Kernel) -> Kernel:

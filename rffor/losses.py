@@ -531,6 +531,20 @@ class Pinball(Loss):
 
 
 _LOSSES = {"square": Square, "huber": Huber, "epsilon_insensitive": EpsilonInsensitive, "pinball": Pinball}
+#: the loss classes by their spec name (:func:`loss_from_spec`); a loss defined elsewhere registers itself with
+#: :func:`register_loss`
+LOSSES = _LOSSES
+
+
+def register_loss(name: str, cls: type) -> type:
+    """Make ``cls`` (a :class:`Loss` subclass whose ``to_spec()["name"]`` is ``name``) readable by
+    :func:`loss_from_spec`; returns it."""
+    if not (isinstance(cls, type) and issubclass(cls, Loss)):
+        raise TypeError(f"register_loss needs a Loss subclass, got {cls!r}")
+    _LOSSES[name] = cls
+    return cls
+
+
 # command-line short names (rffor fit --loss ...)
 LOSS_ALIASES = {
     "square": ("square", {}),

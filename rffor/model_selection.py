@@ -6,9 +6,11 @@ the duals (D_s) of every λ and every loss parameter share them (MATH.md §3.1: 
 ``c = 1/(λnm)``), and the robust losses are solved from the largest λ down, each ADMM/APGD solve warm-started at the
 previous λ's dual solution. A candidate's fold score is the **median** over the fold's validation curves of their
 MSE for a robust loss (paper 000 §5.1: outlying validation curves do not reward fitting outliers), the mean for the
-square loss; the candidate with the lowest mean fold score wins, and a λ at an end of the grid extends the grid by
-two decades in that direction, a loss parameter at an end of its grid by one more value (at most ``max_extensions``
-times). The winner is refitted on all rows.
+square loss; the candidate with the lowest mean fold score wins, under the project's edge rule
+(:func:`rffor.edge_rule.select_widening`): a λ or loss parameter selected at an end of its grid extends that grid by
+one more value past it (λ by the grid's own ratio, decades by default), until the selection is interior, the score
+flat past the edge (an extension improved it by less than 1%) or ``max_extensions`` extensions were made on that side
+(``at_edge_`` then says so). The winner is refitted on all rows.
 
 For the random-feature solver, use ``FunctionalRegressor(solver="rff", lam="auto")``: the same rule on one held-out
 split, with every λ fitted in the same passes over the data (:mod:`rffor.solvers.selection`). Quantile functions:
@@ -26,6 +28,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._linalg import eigh_psd
 from ._validation import check_theta, check_X, check_Y, fill_missing
+from .edge_rule import Axis, select_widening
 from .estimator import FunctionalRegressor
 from .losses import Loss, Square
 from .metrics import curve_mse
@@ -60,7 +63,8 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
     tol : float, default 1e-6
     max_iter : int or None
     max_extensions : int, default 3
-        Extensions of each grid past a winning end, at most (then the edge is accepted and ``at_edge_`` says so).
+        Extensions of each grid side past a winning end, at most (then the edge is accepted and ``at_edge_`` says
+        so).
     random_state : int, default 0
 
     Attributes
@@ -72,10 +76,15 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
         ``"lam"`` (K,), ``"loss_param"`` (K,), ``"mean_score"`` (K,), ``"fold_scores"`` (K, folds): every candidate.
     extensions_ : list of str
         Grid extensions made.
+    edges_ : dict
+        The edge rule's status of λ (``"lam"``) and of the loss parameter: "interior", "flat low"/"flat high",
+        "low edge"/"high edge" (:mod:`rffor.edge_rule`).
     at_edge_ : bool
         Whether the selected λ or loss parameter is still an end of its (extended) grid.
     best_estimator_ : FunctionalRegressor
         Refitted on all rows.
+    n_iter_ : int
+        The refitted estimator's iterations.
     """
 
     def __init__(
@@ -147,6 +156,12 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
         self
         """
         self._check_solver()
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None: fit(X, y) with y the "
+                "curves (or targets)"
+            )
+        y_given = y
         X, Y, theta = self._validate(X, y, theta)
         base_loss = self._base_loss()
         params = self._params(base_loss)
@@ -156,28 +171,22 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
         eig_t = eigh_psd(kt.gram(theta))
         per_fold = [self._fold(X, Y, theta, tr, va, kx, kt, eig_t) for tr, va in folds]
         table: dict[tuple[float | None, float], list[float]] = {}
-        extensions: list[str] = []
-        todo = {(p, lam) for p in params for lam in lams}
-        for ext in range(int(self.max_extensions) + 1):
-            self._evaluate(todo, base_loss, per_fold, table)
-            best = min(table, key=lambda k: np.mean(table[k]))
-            grid_l = sorted({lam for (_, lam) in table})
-            grid_p = sorted({p for (p, _) in table}, key=lambda v: -np.inf if v is None else v)
-            todo, said = set(), []
-            i = grid_l.index(best[1])
-            if i in (0, len(grid_l) - 1) and len(grid_l) > 1:
-                new = [grid_l[0] / 10, grid_l[0] / 100] if i == 0 else [grid_l[-1] * 10, grid_l[-1] * 100]
-                todo |= {(p, lam) for p in grid_p for lam in new}
-                said.append("λ " + ("down" if i == 0 else "up") + ": " + ", ".join(f"{v:.0e}" for v in new))
-            j = grid_p.index(best[0])
-            if len(grid_p) > 1 and j in (0, len(grid_p) - 1):
-                ratio = grid_p[1] / grid_p[0] if j == 0 else grid_p[-1] / grid_p[-2]
-                new_p = grid_p[0] / ratio if j == 0 else grid_p[-1] * ratio
-                todo |= {(new_p, lam) for lam in grid_l + [lam for (_, lam) in todo]}
-                said.append(f"{base_loss.param_name} {'down' if j == 0 else 'up'}: {new_p:.3g}")
-            if not todo or ext == self.max_extensions:
-                break
-            extensions.append("; ".join(said))
+        # the edge rule (rffor.edge_rule): the product of the grids, an axis extended past an edge its selection
+        # lands on until the selection is interior, flat or at a limit (at most max_extensions per side)
+        name = base_loss.param_name
+        axes = {"lam": Axis(tuple(lams))}
+        if len(params) > 1:
+            axes[name] = Axis(tuple(params), step=None)  # past its ends: the ratio of its end values
+
+        def evaluate(candidates: list[dict]) -> list[dict]:
+            keys = [(c.get(name, params[0]), c["lam"]) for c in candidates]
+            self._evaluate(set(keys), base_loss, per_fold, table)
+            return [{"mean": table[k]} for k in keys]
+
+        sel = select_widening(
+            evaluate, axes, reduce={"mean": np.mean}, max_widen=int(self.max_extensions), on_edge="keep"
+        )
+        best = (sel.best["mean"].get(name, params[0]), sel.best["mean"]["lam"])
         keys = sorted(table, key=lambda k: (-np.inf if k[0] is None else k[0], -k[1]))
         self.cv_results_ = {
             "lam": np.array([k[1] for k in keys]),
@@ -185,17 +194,15 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
             "mean_score": np.array([np.mean(table[k]) for k in keys]),
             "fold_scores": np.array([table[k] for k in keys]),
         }
-        grid_l = sorted({lam for (_, lam) in table})
-        grid_p = sorted({p for (p, _) in table}, key=lambda v: -np.inf if v is None else v)
-        self.extensions_ = extensions
-        self.at_edge_ = bool(
-            (len(grid_l) > 1 and grid_l.index(best[1]) in (0, len(grid_l) - 1))
-            or (len(grid_p) > 1 and grid_p.index(best[0]) in (0, len(grid_p) - 1))
-        )
+        self.extensions_ = list(sel.widened)
+        self.edges_ = dict(sel.edges["mean"])
+        self.at_edge_ = any(v.endswith("edge") for v in self.edges_.values())
         self.lam_ = best[1]
         self.loss_ = base_loss if best[0] is None else base_loss.with_param(best[0])
-        self.best_estimator_ = self._refit(self._estimator(self.loss_, self.lam_, kernel_x=kx), X, Y, theta)
+        # refitted on y as given (a 1-D y predicts 1-D, as FunctionalRegressor does)
+        self.best_estimator_ = self._refit(self._estimator(self.loss_, self.lam_, kernel_x=kx), X, y_given, theta)
         self.n_features_in_ = X.shape[1]
+        self.n_iter_ = self.best_estimator_.n_iter_
         return self
 
     def _evaluate(self, todo, base_loss, per_fold, table) -> None:
@@ -245,7 +252,7 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
     def _fold_score(self, fold: dict, problem: DualProblem, coef: np.ndarray, loss: Loss) -> float:
         """The fold's validation score of a candidate: the median over curves of their MSE for a robust loss, the
         mean for the square loss (module docstring)."""
-        E = curve_mse(fold["Y_va"], fold["K_va"] @ (coef * problem.c) @ fold["K_t"])
+        E = curve_mse(fold["Y_va"], fold["K_va"] @ problem.prediction_weights(coef) @ fold["K_t"])
         return float(np.mean(E) if loss.is_square else np.median(E))
 
     def _refit(self, est, X, Y, theta):
@@ -254,8 +261,13 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
     def _solve(self, problem, warm):
         solve = EXACT_SOLVERS[self.solver]
         max_iter = solver_default(self.solver, "max_iter") if self.max_iter is None else self.max_iter
-        kwargs = {"warm_start": warm} if self.solver == "admm" else {}
-        return solve(problem, tol=self.tol, max_iter=max_iter, **kwargs)
+        return solve(problem, tol=self.tol, max_iter=max_iter, warm_start=warm)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = True
+        return tags
 
     def predict(self, X, theta=None):
         """The refitted model's predictions (:meth:`rffor.FunctionalRegressor.predict`)."""
@@ -407,11 +419,16 @@ class QuantileFunctionRegressorCV(FunctionalRegressorCV):
     def _fold_score(self, fold: dict, problem: DualProblem, coef: np.ndarray, loss: Loss) -> float:
         from .metrics import pinball_loss
 
-        Q = fold["K_va"] @ (coef * problem.c) @ fold["G"] + fold["score_base"]
+        Q = fold["K_va"] @ problem.prediction_weights(coef) @ fold["G"] + fold["score_base"]
         return pinball_loss(fold["y_va"], Q, fold["score_levels"], average=True)
 
     def _refit(self, est, X, y, levels):
         return est.fit(X, y)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = False
+        return tags
 
     def predict(self, X, levels=None):
         """The refitted model's quantiles (:meth:`rffor.QuantileFunctionRegressor.predict`)."""

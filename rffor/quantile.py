@@ -20,7 +20,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._validation import check_levels, check_targets, check_X
 from .estimator import FunctionalRegressor
-from .kernels import Gaussian, Kernel
+from .kernels import Kernel
 from .levels import LEVEL_SAMPLING, NormalOffset, level_grid
 from .losses import Loss, Pinball
 from .outputs import QuantileLevels
@@ -227,7 +227,7 @@ scheduler_address, security, checkpoint, resume, random_state, verbose
 
     def _kernels(self, X: np.ndarray | None, theta: np.ndarray) -> tuple[Kernel | None, Kernel]:
         kx, _ = super()._kernels(X, theta)
-        return kx, self.kernel_theta if self.kernel_theta is not None else Gaussian(gamma=10.0)
+        return kx, self.kernel_theta if self.kernel_theta is not None else QuantileLevels(theta).default_kernel()
 
     def _check_noncrossing_kernel(self, levels: np.ndarray) -> None:
         """The penalty reads ∂_θ k_Θ: refuse a kernel without derivatives before any work."""
@@ -296,7 +296,7 @@ scheduler_address, security, checkpoint, resume, random_state, verbose
         result = self._run_exact_solver(problem)
         self.objective_, self.duality_gap_ = float(self.objective_history_[-1]), result.gap
         self.anchors_ = anchors
-        self._set_exact_model(X, result.coef * problem.c, theta)
+        self._set_exact_model(X, problem.prediction_weights(result.coef), theta)
         return self
 
     def _fit_dataset(self, data, y):

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ._validation import check_choice, check_dtype, check_int, check_real
+from .executor import PARTITIONS_PER, SPLIT_EVERY
 from .features import DEFAULT_OUTPUT_RANK_TOL
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "Choice",
     "Grid",
     "option_names",
+    "check_option",
     "sklearn_constraints",
     "parameter_docs",
     "cli_options",
@@ -233,6 +235,12 @@ def _describe(a) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 # the settings
 # ---------------------------------------------------------------------------------------------------------------
+
+_SGD_PER_WORKER = (
+    "partitions_per='worker' shares a partition's chunks among a worker's threads; a DSGD partition is one sequential "
+    "chain of steps (rff_method='sgd', or level_sampling): use partitions_per='thread' (one partition per worker "
+    "thread; on workers of many threads a task runs split_every partitions at once)"
+)
 
 
 @dataclass(frozen=True)
@@ -445,6 +453,27 @@ class RFSettings:
         "1/sqrt(1e-14): measured, a float32 map kept rank 430 of M = 1000 where float64 kept 740, 20x lower test "
         "error).",
     )  # fmt: skip
+    split_every: int = _opt(
+        SPLIT_EVERY, Int(2), type_doc="int",
+        doc="Fan-in s of the fixed tree by which the partitions' partial results (closed-form factors, gradient sums, "
+        "DSGD states) merge on the workers (MATH.md §5.2): the driver receives one result per pass and makes no "
+        "merge; the tree has depth ceil(log_s P) and a critical path of (s − 1)·ceil(log_s P) merges. With s ≥ P it "
+        "is one left fold in partition order. Part of the model's definition for a given P (the merge order sets "
+        "the rounding): a fit is bit-identical on every executor for the same P and s.",
+    )  # fmt: skip
+    partitions_per: str = _opt(
+        "thread", Choice(PARTITIONS_PER), type_doc='{"thread", "worker"}',
+        doc="How partitions map onto a Dask cluster. \"thread\": one single-threaded task per partition, P defaults "
+        "to the cluster's worker threads. \"worker\": P defaults to the number of workers, and a worker of T threads "
+        "runs each full-batch pass's task (closed-form sums, MM gradients, the selection's passes) on a pool of its "
+        "T threads, chunk by chunk, each chunk's result folded in chunk order (:func:`rffor.executor.fold_chunks`: "
+        "the same bits for any T): tasks, merges and driver messages per pass then grow with the workers, not the "
+        "cores. In this process (no Dask) \"worker\" uses the CPUs of the process the same way. Part of the model's "
+        "definition for a given P (the per-chunk fold sets the rounding). DSGD rounds, whose partition is one "
+        "sequential chain of steps, need \"thread\": on workers whose threads are a multiple of ``split_every``, a "
+        "task then runs a group of ``split_every`` partitions (the merge tree's first level) on the worker's "
+        "threads, so a round has P / ``split_every`` leaf tasks, with the same bits.",
+    )  # fmt: skip
     feature_cache: int = _opt(
         2**32, Int(0), type_doc="int",
         doc="Bytes of input features each process running the passes (this one, or every Dask worker) keeps between "
@@ -474,6 +503,8 @@ class RFSettings:
             raise ValueError(
                 f"level_sampling is for the DSGD steps (rff_method 'sgd' or 'auto'), got {self.rff_method!r}"
             )
+        if self.partitions_per == "worker" and self.rff_method == "sgd":
+            raise ValueError(_SGD_PER_WORKER)
         if self.lam_nc > 0 and (self.level_sampling is None or self.rff_method == "mm"):
             raise ValueError("the non-crossing penalty of the random-feature path needs DSGD with level_sampling")
 
@@ -509,6 +540,8 @@ class RFSettings:
         """These settings with ``input_features`` and ``dtype`` resolved for ``loss``'s route: "auto" input features
         are Nyström for the full-batch routes and random Fourier features for DSGD; the default dtype is float64 for
         Nyström, float32 otherwise."""
+        if self.partitions_per == "worker" and self.route(loss) == "sgd":
+            raise ValueError(_SGD_PER_WORKER)
         features = self.input_features
         if features == "auto":
             features = "rff" if self.route(loss) == "sgd" else "nystrom"
@@ -590,6 +623,13 @@ class RFSettings:
 
 #: the defaults, as an instance (``DEFAULTS.batch_size``)
 DEFAULTS = RFSettings()
+
+
+def check_option(name: str, value):
+    """``value`` validated and normalised as option ``name`` of :class:`RFSettings` (the error names the option):
+    for the objects a fit builds from the settings' values (:class:`rffor.solvers.dsgd.SGDConfig`)."""
+    fields = {f.name: f for f in dataclasses.fields(RFSettings)}
+    return _check(name, value, fields[name].metadata["option"])
 
 
 def option_names() -> tuple[str, ...]:

@@ -70,9 +70,10 @@ def dask_processes(
     certs: dict | None = None,
     timeout: float = 60.0,
     keep_scheduler_pid: bool = False,
+    nthreads: int = 1,
 ):
-    """Start ``dask scheduler`` and ``n_workers`` ``dask worker`` processes on 127.0.0.1; yield the address (and
-    the scheduler's pid, with ``keep_scheduler_pid``).
+    """Start ``dask scheduler`` and ``n_workers`` ``dask worker`` processes of ``nthreads`` threads on 127.0.0.1;
+    yield the address (and the scheduler's pid, with ``keep_scheduler_pid``).
 
     Only processes started here are stopped (by their own pid) when the block exits.
     """
@@ -113,7 +114,7 @@ def dask_processes(
                         "--scheduler-file",
                         str(sfile),
                         "--nthreads",
-                        "1",
+                        str(nthreads),
                         "--host",
                         "127.0.0.1",
                         "--no-dashboard",

@@ -7,11 +7,14 @@ float64 sums of their products (merged by ``+``).
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 
 import numpy as np
 
 from rffor._linalg import append_rows, merge_triangular
+from rffor.executor import chunkwise
 
 
 def features(X: np.ndarray, Y: np.ndarray, W: np.ndarray) -> np.ndarray:
@@ -65,3 +68,28 @@ def label_leaf(part, p, chunk_ids, W, D):
 def bracket(a, b):
     """``"(a+b)"``: a merge that spells out the tree it was folded by."""
     return f"({a}+{b})"
+
+
+@chunkwise
+def tsqr_chunks(part, p, chunk_ids, W, D):
+    """:func:`tsqr_leaf`, declared chunkwise (``partitions_per="worker"`` folds it chunk by chunk)."""
+    return tsqr_leaf(part, p, chunk_ids, W, D)
+
+
+@chunkwise
+def gram_chunks(part, p, chunk_ids, W, D):
+    """:func:`gram_leaf`, declared chunkwise."""
+    return gram_leaf(part, p, chunk_ids, W, D)
+
+
+@chunkwise
+def thread_names(part, p, chunk_ids, W, D):
+    """The (process, thread name) pairs that computed the partition's chunks (merge: set union), 50 ms per chunk."""
+    time.sleep(0.05)
+    return frozenset([(os.getpid(), threading.current_thread().name)])
+
+
+def chunk_label(part, p, chunk_ids, *args):
+    """The chunk's id as a string (one chunk per call: to see the shape of a partition's tree of chunks)."""
+    (i,) = chunk_ids
+    return str(i)

@@ -19,11 +19,14 @@ from rffor.chunked import (
     ArrayData,
     ChunkSubset,
     ExpandedTargets,
+    RowPieces,
     RowSplit,
     as_data,
     chunk_rows,
     partition_chunks,
+    row_start,
     splitmix64,
+    spread_chunks,
 )
 
 
@@ -352,3 +355,90 @@ def test_expanded_targets_keep_a_floating_dtype_and_a_row_split_of_them_holds_ou
     np.testing.assert_array_equal(
         np.concatenate([Y_i for _, _, Y_i in held.iter_chunks(range(3))]), y[split.mask(0, 12), None] - offset
     )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# row pieces: a sample of chunks shared by every partition
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class _CountingReads(ArrayData):
+    """ArrayData that counts its chunk reads (what a Zarr store would read and decompress)."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.reads = 0
+
+    def chunk(self, i):
+        self.reads += 1
+        return super().chunk(i)
+
+
+@pytest.mark.parametrize(("P", "piece_rows"), [(1, 4096), (3, 7), (4, 10), (7, 3), (40, 5), (500, 4)])
+def test_row_pieces_share_a_sample_of_chunks_among_every_partition(P, piece_rows):
+    """The rows of the sampled chunks, in order, each once; every partition gets ⌊R/P⌋ or ⌈R/P⌉ of the R rows (not
+    whole chunks: 4 chunks feed 40 partitions); pieces are non-empty, within one chunk and at most piece_rows."""
+    data = _data(n=103, c=10)
+    chunks = spread_chunks(data, 40)  # 4 of the 11 chunks
+    assert chunks == [0, 3, 7, 10]
+    pieces = RowPieces.spread(data, chunks, P, piece_rows=piece_rows)
+    R = sum(chunk_rows(data, i) for i in chunks)  # the last chunk has 3 rows
+    assert R == 33 and pieces.n == R
+    np.testing.assert_array_equal(_rows(pieces.iter_chunks()), _rows(data.iter_chunks(chunks)))
+    groups = pieces.partition(P)
+    assert len(groups) == min(P, R) and [j for g in groups for j in g] == list(range(pieces.n_chunks))
+    sizes = [sum(pieces.rows_of(j) for j in g) for g in groups]
+    assert max(sizes) - min(sizes) <= 1 and sum(sizes) == R
+    lengths = pieces.pieces[:, 2] - pieces.pieces[:, 1]
+    assert lengths.min() >= 1 and lengths.max() <= piece_rows and pieces.chunk_rows == lengths.max()
+    for j in range(pieces.n_chunks):  # the global index of every piece's first row, and its rows
+        X, _ = pieces.chunk(j)
+        assert row_start(pieces, j) == X[0, 0] and chunk_rows(pieces, j) == len(X)
+    # a piece's rows come from one read of its chunk; consecutive pieces of a chunk share that read
+    counting = _CountingReads(data.X, data.Y, chunk_rows=10)
+    spread = RowPieces.spread(counting, chunks, P, piece_rows=piece_rows)
+    for g in spread.partition(P):
+        list(spread.iter_chunks(g))
+    assert counting.reads == sum(len({int(spread.pieces[j, 0]) for j in g}) for g in spread.partition(P))
+    assert counting.reads <= len(chunks) + len(groups) - 1
+
+
+def test_row_pieces_keep_the_row_split_and_name_their_rows_in_caches():
+    """A row split holds out the same rows of the pieces as of the whole chunks (through a subset shipped to a
+    worker too), and the pieces' cache tag differs from the chunks' and from other pieces' (same ids, other rows)."""
+    data = _data(n=103, c=10)
+    chunks = [1, 4, 5, 9]
+    pieces = RowPieces.spread(data, chunks, 3, piece_rows=4)
+    for held in (True, False):
+        split = RowSplit(3, held)
+        whole = _rows(split.view(data).iter_chunks(chunks))
+        np.testing.assert_array_equal(_rows(split.view(pieces).iter_chunks()), whole)
+        shipped = [_rows(split.view(pieces.subset(g)).iter_chunks(g)) for g in pieces.partition(3)]
+        np.testing.assert_array_equal(np.concatenate(shipped), whole)
+        assert split.view(pieces).cache_tag.startswith(pieces.cache_tag + "/")
+        assert split.view(pieces.subset([0])).cache_tag == split.view(pieces).cache_tag
+        assert split.view(data).cache_tag == f"split3-{'held' if held else 'kept'}"  # the store's chunks: as before
+    other = RowPieces.spread(data, chunks, 4, piece_rows=3)
+    assert not np.array_equal(other.pieces, pieces.pieces) and len({pieces.cache_tag, other.cache_tag, "all"}) == 3
+    assert RowPieces.spread(data, chunks, 3, piece_rows=4).cache_tag == pieces.cache_tag  # a function of the layout
+    back = pickle.loads(pickle.dumps(pieces.subset([2, 3])))
+    assert back.row_start(3) == pieces.row_start(3) and back.cache_tag == pieces.cache_tag
+    assert as_data(pieces) is pieces and pieces.partition(2) == partition_chunks(pieces.n_chunks, 2)
+
+
+@pytest.mark.parametrize(
+    ("pieces", "error"),
+    [
+        ([], "empty"),
+        ([(0, 0, 11)], "inside one chunk"),
+        ([(11, 0, 1)], "inside one chunk"),
+        ([(0, 3, 3)], "at least one row"),
+        ([(2, 0, 5), (1, 0, 5)], "increasing row order"),
+        ([(1, 0, 5), (1, 4, 6)], "increasing row order"),
+    ],
+)
+def test_row_pieces_reject_bad_pieces(pieces, error):
+    with pytest.raises(ValueError, match=error):
+        RowPieces(_data(n=103, c=10), pieces)
+    with pytest.raises(ValueError, match="every piece id"):
+        RowPieces(_data(n=103, c=10), [(0, 0, 5), (0, 5, 10)], groups=[[0], [0]])

@@ -8,7 +8,6 @@ results depend on the thread count).
 from __future__ import annotations
 
 import copy
-import json
 import os
 import signal
 import subprocess
@@ -156,6 +155,50 @@ def test_lam_path_on_cluster_equals_serial(client, store):
     assert [c.score for c in out.path.candidates] == [c.score for c in ref.path.candidates]
     assert out.lam == ref.lam
     assert_same(out, ref)
+
+
+@pytest.mark.timeout(400)
+def test_sampled_selection_spreads_over_worker_processes_as_in_process(store, tmp_path):
+    """``lam="auto"`` on a sample of 3 of the 12 chunks (``selection_rows=600``), P = 4: on 2 worker processes every
+    selection pass runs 4 tasks (row pieces), with the serial bits; with ``partitions_per="worker"`` on separate
+    worker processes of 2 threads, the serial executor's bits at any thread count."""
+    from distributed import Client, LocalCluster
+
+    from rffor.executor import SerialExecutor
+
+    kw = dict(KW, loss=Huber(0.1, 2), lam="auto", lams=[1e-2, 1e-3], rff_method="auto", n_partitions=4,
+              selection_rows=600, max_passes=60, tol=1e-3)  # fmt: skip
+    ref = fit_rff(store, **kw)
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", **NO_DASHBOARD) as cluster,
+        Client(cluster, set_as_default=False) as c,
+    ):
+        ex = on(c)
+        seen = []
+        inner = ex.open
+
+        def recording_open(*args, **kwargs):  # keep the session's pass statistics
+            import contextlib
+
+            @contextlib.contextmanager
+            def session():
+                with inner(*args, **kwargs) as s:
+                    yield s
+                    seen.extend(s.stats)
+
+            return session()
+
+        ex.open = recording_open
+        out = fit_rff(store, executor=ex, **kw)
+    sel = [st for st in seen if st.label in ("selection pass", "held-out errors")]
+    assert len(sel) >= 4 and {(st.leaves, st.driver_merges) for st in sel} == {(4, 0)}
+    assert [c.score for c in out.path.candidates] == [c.score for c in ref.path.candidates]
+    assert_same(out, ref)
+    pooled = fit_rff(store, executor=SerialExecutor(threads=1), partitions_per="worker", **kw)
+    with tc.dask_processes(tmp_path, n_workers=2, nthreads=2) as address:
+        remote = fit_rff(store, executor=DaskExecutor(scheduler_address=address), partitions_per="worker", **kw)
+    assert_same(remote, pooled)
+    assert pooled.lam == ref.lam
 
 
 @pytest.mark.timeout(120)
@@ -472,34 +515,6 @@ def test_hung_round_is_detected_and_reported(client, store):
     assert time.perf_counter() - tic < 20
 
 
-def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
-    ck = tmp_path / "a.ckpt"
-    s1 = {"B": np.ones((4, 3), np.float32), "B_avg": np.ones((4, 3)), "t": np.int64(5)}
-    ckpt.save(ck, s1, 0, [{"round": 0, "loss": float("nan")}], {"random_state": 1})
-    before = ck.read_bytes()
-
-    def broken_savez(f, **arrays):
-        f.write(b"partial")
-        raise OSError("disk full")
-
-    monkeypatch.setattr(np, "savez", broken_savez)
-    with pytest.raises(OSError, match="disk full"):
-        ckpt.save(ck, {"B": np.zeros((4, 3))}, 1, [], {})
-    monkeypatch.undo()
-    assert ck.read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.ckpt"]
-    back = ckpt.load(ck)
-    assert back.round == 0 and int(back.state["t"]) == 5 and np.isnan(back.history[0]["loss"])
-    np.testing.assert_array_equal(back.state["B"], s1["B"])
-    assert back.state["B"].dtype == np.float32 and back.state["B_avg"].dtype == np.float64
-    (tmp_path / "junk").write_text("hello")
-    with pytest.raises(ValueError, match="not a readable rffor checkpoint"):
-        ckpt.load(tmp_path / "junk")
-    np.savez(tmp_path / "other.npz", a=np.zeros(2))
-    with pytest.raises(ValueError, match="not an rffor checkpoint"):
-        ckpt.load(tmp_path / "other.npz")
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # progress of a fit on the cluster (rffor.progress itself: tests/test_progress.py)
 # ---------------------------------------------------------------------------------------------------------------
@@ -536,17 +551,6 @@ def test_embedded_local_cluster(store):
     assert P == min(usable_cpus(), store.n_chunks)
     ref = fit_rff(store, n_partitions=P, **KW)
     assert_same(out, ref)
-
-
-def test_checkpoint_meta_is_json_without_pickle(tmp_path, store):
-    ck = tmp_path / "x.ckpt"
-    fit_rff(store, n_partitions=2, checkpoint=ck, **{**KW, "n_epochs": 1})
-    with np.load(ck, allow_pickle=False) as z:
-        meta = json.loads(str(z["meta"][()]))
-        assert z["state_B"].dtype == np.float32 and z["state_B_avg"].dtype == np.float64
-    assert meta["format"] == ckpt.CHECKPOINT_FORMAT
-    assert meta["info"]["fingerprint"]["data"]["n"] == store.n
-    assert isinstance(rffor.data.open(store.url), rffor.data.Dataset)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -624,7 +628,8 @@ def test_slurm_jobqueue_config_renders_a_worker_job(monkeypatch, tmp_path):
         dask.config.config.clear()
         dask.config.config.update(saved)
         os.environ.pop("RFFOR_CLUSTER_DIR", None)
-    assert "--nthreads 1" in script and "--nworkers 32" in script and "--nanny" in script
+    # the per-node layout: one worker process of a thread per core per job
+    assert "--nthreads 32" in script and "--nworkers" not in script and "--nanny" in script
     assert 'export DASK_CONFIG="$RFFOR_CLUSTER_DIR/dask.yaml"' in script
 
 

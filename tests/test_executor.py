@@ -22,11 +22,13 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from rffor._linalg import merge_triangular
-from rffor.chunked import ArrayData
+from rffor.chunked import ArrayData, RowPieces
 from rffor.executor import (
+    IdleWorkersWarning,
     SchedulerLostError,
     SerialExecutor,
     check_split_every,
+    fold_chunks,
     make_executor,
     sum_in_order,
     tree_fold,
@@ -363,6 +365,175 @@ def test_lost_scheduler_during_a_reduce_is_not_retried(store, W, tmp_path):
                 s.reduce(rd.slow_tsqr_leaf, h, D, combine=merge_triangular)
             assert time.perf_counter() - tic < 60
             assert s.reruns == 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# every worker busy: partitions per worker, passes over row pieces, idle workers
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _per_worker(executor, data, P):
+    """A TSQR and a Gram reduce of chunkwise leaves with ``partitions_per="worker"``, split_every 2."""
+    with executor.open(data, P, split_every=2, partitions_per="worker") as s:
+        h = s.share(W_SMALL)
+        tsqr = s.reduce(rd.tsqr_chunks, h, D, combine=merge_triangular)
+        gram = s.reduce(rd.gram_chunks, h, D)
+        return tsqr, gram, s.stats, s.partitions
+
+
+W_SMALL = rd.make_frequencies(6, D)
+
+
+@pytest.mark.timeout(300)
+def test_partitions_per_worker_merge_chunks_by_a_fixed_tree_whatever_the_threads(store, tmp_path):
+    """``partitions_per="worker"``: a partition's result is its chunks' results merged by the fixed tree over them
+    (fan-in split_every; every shape of its last groups), computed on a pool of the worker's threads: the same bits
+    with 1 or 3 threads in process, on a LocalCluster of 2 two-thread workers and on separate worker processes of 3
+    threads; P defaults to the workers; the pool's threads do run the chunks."""
+    from distributed import Client, LocalCluster
+
+    one = _per_worker(SerialExecutor(threads=1), store, 4)
+    three = _per_worker(SerialExecutor(threads=3), store, 4)
+    # the definition: per-chunk results merged by the tree over a partition's chunks, then over the partitions
+    parts = [tree_fold([rd.tsqr_leaf(store, p, [i], W_SMALL, D) for i in g], 2, merge_triangular)[0] for p, g in
+             enumerate(store.partition(4))]  # fmt: skip
+    np.testing.assert_array_equal(one[0], tree_fold(parts, 2, merge_triangular)[0])
+    for n, s in ((1, 2), (7, 3), (9, 3), (10, 3), (16, 4), (17, 4), (8, 8)):  # every shape of the last groups
+        chunks = list(range(n))
+        expect = tree_fold([rd.label_leaf(None, i, [i], None, None) for i in chunks], s, rd.bracket)[0]
+        for t in (1, 3):
+            got = fold_chunks(rd.chunk_label, None, 0, chunks, (), rd.bracket, t, s)
+            assert got == expect, (n, s, t, got, expect)
+    per_thread = run(SerialExecutor(split_every=2), store, 4, rd.tsqr_leaf, W_SMALL, combine=merge_triangular)[0][0]
+    assert not np.array_equal(one[0], per_thread)  # other rounding than a partition's rows appended in sequence
+    np.testing.assert_allclose(one[0], per_thread, rtol=1e-10, atol=1e-10 * np.abs(per_thread).max())
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=2, processes=True, host="127.0.0.1", **NO_DASHBOARD) as cluster,
+        Client(cluster, set_as_default=False) as c,
+    ):
+        local = _per_worker(DaskExecutor(client=c), store, 4)
+        with DaskExecutor(client=c).open(store, partitions_per="worker") as s:
+            default_P = len(s.partitions)
+            names = s.reduce(rd.thread_names, s.share(W_SMALL), D, combine=operator.or_)
+        with DaskExecutor(client=c).open(store) as s:
+            per_thread_P = len(s.partitions)
+    with tc.dask_processes(tmp_path, n_workers=2, nthreads=3) as address:
+        separate = _per_worker(DaskExecutor(scheduler_address=address), store, 4)
+    for other in (three, local, separate):
+        np.testing.assert_array_equal(other[0], one[0])
+        np.testing.assert_array_equal(other[1], one[1])
+        assert other[3] == one[3] == store.partition(4)
+    assert [(st.leaves, st.depth, st.driver_merges) for st in local[2]] == [(4, 2, 0), (4, 2, 0)]
+    assert default_P == 2 and per_thread_P == 4  # P: the workers, or their threads
+    pooled = {(pid, n) for pid, n in names if n.startswith("rffor-chunk")}
+    assert len(pooled) == 4 and len({pid for pid, _ in pooled}) == 2, names  # 2 partitions x 2 threads of a worker
+
+
+@pytest.mark.timeout(300)
+def test_first_level_groups_run_as_tasks_on_workers_of_many_threads(store):
+    """``partitions_per="thread"`` on 2 workers of 4 threads with split_every 4: each group of 4 consecutive
+    partitions (the tree's first level) is one task run on its worker's threads, so a pass of P = 16 has 4 leaf
+    tasks and 1 merge task instead of 16 and 5, with the serial bits (the same tree, folded in the same order); a
+    DSGD fit on that cluster equals the serial one."""
+    from distributed import Client, LocalCluster
+
+    from rffor.losses import Huber
+    from rffor.solvers.rff import fit_rff
+
+    ref = [run(SerialExecutor(split_every=4), store, 16, fn, W_SMALL, combine=c)[0][0]
+           for fn, c in ((rd.tsqr_leaf, merge_triangular), (rd.gram_leaf, None))]  # fmt: skip
+    kw = dict(loss=Huber(0.1, 2), rff_method="sgd", n_features_x=64, n_epochs=1, batch_size=32, random_state=3,
+              n_partitions=16, split_every=4, input_features="rff")  # fmt: skip
+    dsgd = fit_rff(store, **kw)
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=4, processes=True, host="127.0.0.1", **NO_DASHBOARD) as cluster,
+        Client(cluster, set_as_default=False) as c,
+    ):
+        ex = DaskExecutor(client=c, split_every=4)
+        out, stats = [], []
+        for fn, comb in ((rd.tsqr_leaf, merge_triangular), (rd.gram_leaf, None)):
+            o, st = run(ex, store, 16, fn, W_SMALL, combine=comb)
+            out.append(o[0])
+            stats.append(st[0])
+        with ex.open(store, 16) as s:
+            names = s.reduce(rd.thread_names, s.share(W_SMALL), D, combine=operator.or_)
+        remote = fit_rff(store, executor=DaskExecutor(client=c), **kw)
+    for a, b in zip(out, ref, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert [(st.leaves, st.merges, st.driver_merges, st.depth) for st in stats] == [(16, 15, 0, 2)] * 2
+    assert all(st.tasks - st.broadcast_copies == 4 + 1 for st in stats)
+    pooled = {(pid, n) for pid, n in names if n.startswith("rffor-part")}
+    assert len(pooled) >= 6 and len({pid for pid, _ in pooled}) == 2, names  # 4 groups on 2 workers' threads
+    np.testing.assert_array_equal(remote.coef, dsgd.coef)
+
+
+def _pieces_passes(executor, data, P):
+    """Reduces over row pieces of 3 of the 32 chunks, through ``session.over``."""
+    with executor.open(data, P, split_every=3) as s:
+        h = s.share(W_SMALL)
+        pieces = RowPieces.spread(data, [0, 15, 31], len(s.partitions), piece_rows=40)
+        with s.over(pieces) as view:
+            tsqr = view.reduce(rd.tsqr_leaf, h, D, combine=merge_triangular)
+            gram = view.reduce(rd.gram_leaf, h, D)
+            parts = view.partitions
+        whole = s.reduce(rd.gram_leaf, h, D, chunks=[0, 15, 31])
+        return tsqr, gram, whole, s.stats, parts
+
+
+@pytest.mark.timeout(300)
+def test_a_sample_of_chunks_runs_on_every_partition_through_row_pieces(store, tmp_path):
+    """3 sampled chunks, P = 8: restricted to the sample, a pass has 3 tasks; over their row pieces (session.over)
+    it has 8, each of 37 or 38 rows, with the serial executor's bits on a LocalCluster and on separate worker
+    processes, for a Zarr store and for in-memory rows (shipped in pieces); the sums are those of the sample."""
+    from distributed import Client, LocalCluster
+
+    ref = _pieces_passes(SerialExecutor(), store, 8)
+    with LocalCluster(n_workers=3, **PROCESSES) as cluster, Client(cluster, set_as_default=False) as c:
+        local = _pieces_passes(DaskExecutor(client=c), store, 8)
+        memory = _pieces_passes(DaskExecutor(client=c), in_memory(store), 8)
+    with tc.dask_processes(tmp_path, n_workers=4) as address:
+        separate = _pieces_passes(DaskExecutor(scheduler_address=address), store, 8)
+    assert [st.leaves for st in ref[3]] == [8, 8, 3]
+    for other in (local, memory, separate):
+        for k in range(3):
+            np.testing.assert_array_equal(other[k], ref[k])
+        assert [(st.leaves, st.driver_merges) for st in other[3]] == [(8, 0), (8, 0), (3, 0)]
+    np.testing.assert_allclose(ref[1], ref[2], rtol=1e-12)  # the same rows' sums
+    assert len(ref[4]) == 8
+
+
+@pytest.mark.timeout(120)
+def test_idle_workers_are_warned_about():
+    """Workers (threads) outnumbering the partitions, or a worker's threads outnumbering the chunks they share: a
+    warning saying how many stay idle and what to change; none when every thread has work."""
+    import warnings
+
+    from distributed import Client, LocalCluster
+
+    few = ArrayData(np.zeros((60, 2)), np.zeros((60, 3)), chunk_rows=20)  # 3 chunks
+    many = ArrayData(np.zeros((600, 2)), np.zeros((600, 3)), chunk_rows=20)  # 30 chunks
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=2, processes=False, **NO_DASHBOARD) as cluster,
+        Client(cluster, set_as_default=False) as c,
+    ):
+        ex = DaskExecutor(client=c)
+        with pytest.warns(IdleWorkersWarning, match=r"1 of the 4 worker threads get no partition.*has 3 chunks"):
+            with ex.open(few):
+                pass
+        with pytest.warns(IdleWorkersWarning, match=r"2 of the 4 worker threads .*n_partitions = 2.*>= 4"):
+            with ex.open(many, 2):
+                pass
+        with pytest.warns(IdleWorkersWarning, match=r"4 threads of the 2 worker\(s\) share 3 chunks: 1 thread\(s\)"):
+            with ex.open(few, partitions_per="worker"):
+                pass
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with ex.open(many) as s, s.over(RowPieces.spread(many, [0, 9], 4, piece_rows=10)):
+                pass
+            with ex.open(many, partitions_per="worker") as s:
+                with pytest.warns(IdleWorkersWarning, match="share 2 row pieces.*selection_rows"):
+                    with s.over(RowPieces.spread(many, [0], 2)):
+                        pass
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -263,24 +263,240 @@ def test_nystrom_is_exact_at_the_centres_and_converges_as_centres_grow(kernel):
 
 
 def test_nystrom_float32_blocks_and_rank():
+    """The float32 map keeps every direction (a float32 whitening once dropped the eigenpairs below its 1e-6
+    threshold: rank 430 of 1000 on the learning curve's inputs against 740, 20x the test error; now both floor
+    them), and where its floor does not bind it is the float64 map to float32's rounding."""
     X = _points(300, 5, seed=2)
-    f64 = NystromFeatures(Gaussian(0.3), X[:100])
-    f32 = NystromFeatures(Gaussian(0.3), X[:100], dtype=np.float32)
-    assert f32.n_features == f64.n_features == 100  # every direction kept, floored at 1e-6 (float32) / 1e-14
-    above = f64.eigenvalues > 1e-6 * f64.eigenvalues[0]  # where the two floors do not bind, the same map
+    for whitening in ("eigen", "triangular"):
+        f64 = NystromFeatures(Gaussian(0.3), X[:100], whitening=whitening)
+        f32 = NystromFeatures(Gaussian(0.3), X[:100], dtype=np.float32, whitening=whitening)
+        assert f32.n_features == f64.n_features == 100  # every direction kept, floored at 1e-6 (float32) / 1e-14
+        assert f32.transform(X).dtype == np.float32
+        assert f32.eigenvalues[-1] >= 1e-6 * f32.eigenvalues[0] > 0
+    # the eigen map's columns are the eigendirections: compare them where neither floor binds
+    f64 = NystromFeatures(Gaussian(0.3), X[:100], whitening="eigen")
+    f32 = NystromFeatures(Gaussian(0.3), X[:100], dtype=np.float32, whitening="eigen")
+    above = f64.eigenvalues > 1e-6 * f64.eigenvalues[0]
     ref = f64.transform(X)
     np.testing.assert_allclose(f32.transform(X)[:, above], ref[:, above], atol=2e-3 * np.abs(ref).max())
-    out = np.empty((300, f64.n_features))
-    got = f64.transform(X, out=out, work=np.empty((7, 100)))  # blocks of 7 rows
-    assert got is out
-    np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12)
-    g = pickle.loads(pickle.dumps(f64))
-    assert np.array_equal(g.transform(X), ref)
+    # the triangular float32 map reproduces the centres' Gram matrix up to its floor and float32's rounding
+    # amplified by cond(R) = 1e3: 1e-6 s_max + 1e3 · 100 · 6e-8
+    t32 = NystromFeatures(Gaussian(0.3), X[:100], dtype=np.float32).transform(X[:100]).astype(np.float64)
+    K = Gaussian(0.3).gram(X[:100])
+    assert np.abs(t32 @ t32.T - K).max() < 1e-6 * f64.eigenvalues[0] + 1e3 * 100 * 6e-8
     with pytest.raises(ValueError, match="columns"):
         f64.transform(X[:, :3])
     for bad in (1.5, 0.0):
         with pytest.raises(ValueError, match="tol"):
             NystromFeatures(Gaussian(0.3), X[:10], tol=bad)
+    with pytest.raises(ValueError, match="whitening"):
+        NystromFeatures(Gaussian(0.3), X[:10], whitening="cholesky")
+
+
+def _exact_gram(kernel, A, B) -> np.ndarray:
+    """k(A, B) in float64 from the differences (cdist), the reference of the GEMM forms."""
+    from scipy.spatial.distance import cdist
+
+    A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
+    if isinstance(kernel, Gaussian):
+        return np.exp(-kernel.gamma * cdist(A, B, "sqeuclidean"))
+    return np.exp(-kernel.gamma * cdist(A, B))
+
+
+@pytest.mark.parametrize("kernel", [Gaussian(0.2), Laplacian(0.2)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gram_block_is_the_gram_matrix_to_its_rounding_bound(kernel, dtype):
+    """Kernel.gram_block (one GEMM for ‖a‖² + ‖b‖² − 2a·b, the profile in place) against k from the differences,
+    within the rounding bound of that form: the squared distance is off by at most δ = (d + 4) u (‖a‖² + ‖b‖²),
+    which moves the Gaussian's k by k γ δ and the Laplacian's distance by δ / (2‖a − b‖), except where the
+    Laplacian recomputes near pairs from their differences (there, by (d + 4) u ‖a − b‖): a coincident pair gives
+    k = 1 exactly, where the GEMM form alone would give 1 − γ √δ (1e-7 γ in float64)."""
+    rng = np.random.default_rng(0)
+    d = 20
+    A = rng.normal(size=(50, d)).astype(dtype)
+    B = np.vstack([rng.normal(size=(30, d)), A[:3], A[3:5] + 1e-6]).astype(dtype)  # coincident and near pairs
+    out = np.full((A.shape[0], B.shape[0]), np.nan, dtype=dtype)
+    got = kernel.gram_block(A, B, out)
+    assert got is out and got.dtype == dtype
+    ref = _exact_gram(kernel, A, B)
+    u = np.finfo(dtype).eps / 2
+    A64, B64 = A.astype(np.float64), B.astype(np.float64)
+    S = np.sum(A64**2, 1)[:, None] + np.sum(B64**2, 1)[None, :]
+    delta = (d + 4) * u * S
+    if isinstance(kernel, Gaussian):
+        bound = ref * kernel.gamma * delta + 2 * u
+    else:
+        dist = -np.log(ref) / kernel.gamma
+        recomputed = dist**2 < 0.01 * S
+        err_dist = np.where(recomputed, (d + 4) * u * dist, delta / (2 * np.maximum(dist, 1e-300)))
+        bound = ref * kernel.gamma * err_dist + 2 * u
+        np.testing.assert_array_equal(got[np.arange(3), 30 + np.arange(3)], 1.0)
+    assert np.all(np.abs(got - ref) <= bound), np.max(np.abs(got - ref) / bound)
+    # the squared norms of B, when the caller keeps them, give the same block
+    b2 = np.einsum("ij,ij->i", B, B)
+    assert np.array_equal(kernel.gram_block(A, B, np.empty_like(out), b_sqnorms=b2), got)
+    with pytest.raises(ValueError, match="rows"):
+        kernel.gram_block(A, B, np.empty((3, B.shape[0]), dtype=dtype))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        kernel.gram_block(A.astype(np.float64 if dtype == np.float32 else np.float32), B, out)
+
+
+def test_gram_block_of_a_kernel_without_a_fast_path_is_its_gram():
+    """The base class falls back on ``gram`` (a kernel that only defines ``_gram``)."""
+    from dataclasses import dataclass
+
+    from rffor.kernels import Kernel
+
+    @dataclass(frozen=True)
+    class Cauchy(Kernel):
+        name = "cauchy"
+
+        def _gram(self, A, B):
+            return 1.0 / (1.0 + self.gamma * ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))
+
+    A, B = _points(7, 3), _points(4, 3, seed=1)
+    out = np.empty((7, 4))
+    assert Cauchy(0.5).gram_block(A, B, out) is out
+    np.testing.assert_array_equal(out, Cauchy(0.5).gram(A, B))
+
+
+def test_solve_upper_right_in_place():
+    """``B R⁻¹`` written over B, for both dtypes, the strict lower triangle of R ignored."""
+    from rffor._linalg import solve_upper_right
+
+    rng = np.random.default_rng(1)
+    for dtype, rtol in ((np.float64, 1e-12), (np.float32, 1e-4)):
+        R = np.triu(rng.normal(size=(40, 40))) + 10 * np.eye(40)
+        B = rng.normal(size=(25, 40))
+        expected = np.linalg.solve(R.T, B.T).T
+        R_junk = (R + np.tril(rng.normal(size=(40, 40)), -1)).astype(dtype)  # not read
+        B_d = B.astype(dtype)
+        got = solve_upper_right(B_d, R_junk)
+        assert got is B_d
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=rtol * np.abs(expected).max())
+    with pytest.raises(ValueError, match="shape"):
+        solve_upper_right(np.ones((3, 4)), np.eye(3))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        solve_upper_right(np.ones((4, 3)).T, np.eye(4))
+
+
+def _curve_points(n=300, seed=4):
+    """Points on a curve in R^3: the centres' Gram matrix is numerically singular (the floor binds)."""
+    t = np.random.default_rng(seed).uniform(size=(n, 1))
+    return np.hstack([np.sin(3 * t), np.cos(2 * t), t**2])
+
+
+@pytest.mark.parametrize("kernel", [Gaussian(0.7), Laplacian(0.7)])
+@pytest.mark.parametrize("whitening", ["triangular", "eigen"])
+@pytest.mark.parametrize("points", ["cloud", "curve"])
+def test_nystrom_features_equal_a_float64_reference(kernel, whitening, points):
+    """φ(X) against its definition computed apart in float64: the kernel from the differences (cdist), the
+    floored K̃ = U diag(s̃) Uᵀ from NumPy's eigh, and the whitening W (Wᵀ W = K̃⁻¹) applied by SciPy's triangular
+    solve (triangular) or a product (eigen), for blocks of 1, 7 and all rows, with and without ``out=``/``work=``.
+
+    Tolerance per row: 10 M u cond(W) (‖φ_ref(x)‖ + 1), with cond(W) = (s̃_max / s̃_min)^{1/2}: the kernel row and
+    the whitening each carry a few units of rounding u (the GEMM form of the kernel, the backward error of the
+    triangular solve or of the product), amplified by the whitening's condition number, at most 1e7 at the floor
+    1e-14. On the cloud (floor not binding, cond(W) about 1e2) that is about 1e-11; on the curve with the
+    Gaussian (cond(W) = 1e7) about 1e-6, where only the rotation-invariant Nyström kernel, checked below, is
+    better determined."""
+    X = _points(300, 4, seed=1) if points == "cloud" else _curve_points()
+    M = 60
+    C = X[:M]
+    f = NystromFeatures(kernel, C, whitening=whitening)
+    s, U = np.linalg.eigh(_exact_gram(kernel, C, C))
+    s = np.maximum(s, 0)
+    s_t = np.maximum(s, f.tol * s.max())
+    np.testing.assert_allclose(np.sort(f.eigenvalues), s_t, rtol=1e-8, atol=1e-14 * s.max())
+    K_t = (U * s_t) @ U.T
+    k_ref = _exact_gram(kernel, X, C)
+    if whitening == "triangular":
+        from scipy.linalg import solve_triangular
+
+        R = f.factor
+        assert np.array_equal(R, np.triu(R)) and np.all(np.diag(R) > 0)
+        np.testing.assert_allclose(R.T @ R, K_t, atol=100 * M * 1.1e-16 * s.max())  # K̃ = RᵀR (its Cholesky)
+        ref = solve_triangular(R, k_ref.T, trans="T", lower=False).T  # k R⁻¹
+    else:
+        P = f.projection  # U diag(s̃)^{-1/2}, whose inverse is diag(s̃) Pᵀ: K̃ = P diag(s̃)² Pᵀ
+        np.testing.assert_allclose((P * f.eigenvalues**2) @ P.T, K_t, atol=100 * M * 1.1e-16 * s.max())
+        ref = k_ref @ f.projection
+    cond = np.sqrt(f.eigenvalues[0] / f.eigenvalues[-1])
+    if points == "cloud":
+        assert cond < 1e3
+    elif isinstance(kernel, Gaussian):  # the Laplacian's spectrum decays slowly: its floor does not bind here
+        assert cond > 1e6 and np.sum(f.eigenvalues == f.eigenvalues[-1]) > 10  # the floor binds
+    bound = 10 * M * 1.1e-16 * cond * (np.linalg.norm(ref, axis=1) + 1)
+    for block in (None, 1, 7, X.shape[0]):
+        out = None if block is None else np.empty((X.shape[0], M))
+        work = None if block is None else np.empty((block, M))
+        got = f.transform(X, out=out, work=work)
+        assert got.shape == (X.shape[0], M) and (out is None or got is out)
+        err = np.linalg.norm(got - ref, axis=1)
+        assert np.all(err <= bound), np.max(err / bound)
+    # the Nyström kernel φ(x)·φ(z) = k(x, C) K̃⁻¹ k(C, z), the same for both whitenings, and K on the centres
+    P = f.transform(X)
+    other = NystromFeatures(kernel, C, whitening="eigen" if whitening == "triangular" else "triangular")
+    Q = other.transform(X)
+    np.testing.assert_allclose(P @ P.T, Q @ Q.T, atol=1e3 * M * 1.1e-16 * cond)
+    np.testing.assert_allclose(P[:M] @ P[:M].T, _exact_gram(kernel, C, C), atol=1e-9)
+
+
+def test_nystrom_triangular_features_of_the_centres_are_the_cholesky_factor():
+    """With the floor not binding, φ(c_i) = row i of Rᵀ (K = RᵀR): the features of the centres are lower
+    triangular, φ(c_1) = (1, 0, …, 0); and the two whitenings differ by an orthogonal matrix."""
+    C = _points(40, 4, seed=3)
+    f = NystromFeatures(Gaussian(0.5), C)
+    P = f.transform(C)
+    assert np.abs(np.triu(P, 1)).max() < 1e-12
+    np.testing.assert_allclose(np.diag(P), np.diag(f.factor), rtol=1e-12)
+    Q = np.linalg.lstsq(NystromFeatures(Gaussian(0.5), C, whitening="eigen").transform(C), P, rcond=None)[0]
+    np.testing.assert_allclose(Q.T @ Q, np.eye(40), atol=1e-9)
+
+
+def test_nystrom_memory_per_block_is_bounded():
+    """The triangular pass allocates nothing of the output's size: beyond ``out``, only the block's translated
+    rows (and for the Laplacian the mask of near pairs, a byte per entry); the eigen pass holds one kernel block
+    of ``work``'s rows."""
+    import tracemalloc
+
+    X = _points(3000, 5, seed=6)
+    for kernel in (Gaussian(0.5), Laplacian(0.5)):
+        f = NystromFeatures(kernel, X[:200])
+        out = np.empty((3000, 200))
+        f.transform(X[:10])  # imports, BLAS buffers
+        tracemalloc.start()
+        f.transform(X, out=out)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak < out.nbytes / 4, (kernel, peak, out.nbytes)  # the eigen pass: a kernel block, out.nbytes
+
+
+def test_nystrom_states_of_both_whitenings_and_of_older_models():
+    """get_state / from_state for both whitenings; a state or pickle of a map saved before the triangular
+    whitening existed (no ``whitening``, a ``projection``) loads as the eigen map it was."""
+    X = _points(50, 3, seed=7)
+    for whitening in ("triangular", "eigen"):
+        f = NystromFeatures(Laplacian(0.4), X[:20], whitening=whitening)
+        spec, arrays = f.get_state()
+        assert spec["whitening"] == whitening and ("factor" in arrays) == (whitening == "triangular")
+        g = feature_map_from_state(json.loads(json.dumps(spec)), {k: np.array(v) for k, v in arrays.items()})
+        assert g.whitening == whitening and np.array_equal(g.transform(X), f.transform(X))
+    old_spec = {k: v for k, v in spec.items() if k != "whitening"}
+    g = feature_map_from_state(old_spec, arrays)
+    assert g.whitening == "eigen" and np.array_equal(g.transform(X), f.transform(X))
+    state = {k: v for k, v in f.__getstate__().items() if k != "whitening"}
+    h = NystromFeatures.__new__(NystromFeatures)
+    h.__setstate__(state)
+    assert h.whitening == "eigen" and np.array_equal(h.transform(X), f.transform(X))
+    bad = dict(arrays, projection=arrays["projection"][:, :-1])
+    with pytest.raises(ValueError, match="projection"):
+        feature_map_from_state(spec, bad)
+    spec_t, arrays_t = NystromFeatures(Laplacian(0.4), X[:20]).get_state()
+    with pytest.raises(ValueError, match="factor"):
+        feature_map_from_state(spec_t, dict(arrays_t, factor=-arrays_t["factor"]))
+    with pytest.raises(ValueError, match="whitening"):
+        feature_map_from_state(dict(spec_t, whitening="qr"), arrays_t)
 
 
 def test_nystrom_keeps_the_whole_span_of_the_centres():

@@ -107,16 +107,7 @@ EXAMPLES: dict[type, list[Example]] = {
 }
 
 #: (test, loss class) -> why that test fails for that class today: marked xfail(strict=True), so that a fix shows
-KNOWN_FAILURES: dict[tuple[str, type], str] = {
-    ("test_spec_round_trip", NonCrossingLoss): (
-        "NonCrossingLoss.to_spec() writes name 'noncrossing' (with a nested base spec), which loss_from_spec does not "
-        "know: the spec registry of rffor.losses lists Square, Huber, EpsilonInsensitive and Pinball only"
-    ),
-    ("test_missing_entries_get_zero_gradient_and_the_gradient_of_the_observed_average", NonCrossingLoss): (
-        "an unobserved (NaN) anchor column: curve_values averages the penalty over all m_nc anchors, grad over the "
-        "observed ones only (counts); the exact solver never has NaN there (its anchor columns are −σ b'(θ̃))"
-    ),
-}
+KNOWN_FAILURES: dict[tuple[str, type], str] = {}
 
 LOSS_CLASSES = library_subclasses(Loss)
 

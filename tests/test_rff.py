@@ -342,8 +342,8 @@ class _ShippingExecutor(SerialExecutor):
     def __init__(self):
         self.labels, self.shared = [], []
 
-    def open(self, data, n_partitions=None):
-        outer = super().open(data, n_partitions)
+    def open(self, data, n_partitions=None, *, split_every=None, partitions_per="thread"):
+        outer = super().open(data, n_partitions, split_every=split_every, partitions_per=partitions_per)
         executor = self
 
         class _Session:
@@ -362,6 +362,9 @@ class _ShippingExecutor(SerialExecutor):
             def release(self, handle):
                 pass
 
+            def over(self, other):  # passes over row pieces of a sample: the same shipping rules
+                return executor.open(other, len(self.partitions))
+
             def map(self, fn, *args, chunks=None, label=""):
                 executor.labels.append(label)
                 parts = [data.subset(p) for p in self.partitions]  # what is shipped of in-memory data
@@ -371,10 +374,10 @@ class _ShippingExecutor(SerialExecutor):
                 ]
                 return pickle.loads(pickle.dumps(out))
 
-            def reduce(self, fn, *args, chunks=None, label=""):
-                from rffor.executor import sum_in_order
+            def reduce(self, fn, *args, chunks=None, label="", combine=None):
+                from rffor.executor import tree_fold
 
-                return sum_in_order(self.map(fn, *args, chunks=chunks, label=label))
+                return tree_fold(self.map(fn, *args, chunks=chunks, label=label), self.inner.split_every, combine)[0]
 
         return _Session()
 

@@ -233,6 +233,66 @@ def test_selection_on_a_subsample_of_chunks_scales_lambda_for_all_rows(corrupted
     assert J == pytest.approx(objective(data, full.coef, phi, Pt, res.loss, res.lam), rel=1e-8)
 
 
+def test_selection_on_a_sample_runs_on_every_partition_and_resumes_to_the_same_bits(corrupted, tmp_path, monkeypatch):
+    """``selection_rows`` below n with P = 4: every selection pass (sums, MM passes, held-out errors) runs 4 tasks over
+    row pieces of the 2 sampled chunks, not the 2 partitions holding them; the selection sees the same rows (the
+    same held-out curves); with ``partitions_per="worker"`` the same fit gives the same bits with 1 or 3 threads;
+    a robust fit that dies after its first refit pass resumes to the same bits (its MM metric, the covariance of
+    the sample, recomputed over the same pieces)."""
+    from test_rff import _ShippingExecutor
+
+    from rffor.executor import SerialExecutor
+
+    _, data = corrupted
+    kw = dict(KW, loss=Huber(0.3, 2), lam="auto", lams=[1e-2, 1e-3, 1e-4], selection_rows=500, n_partitions=4)
+    ex = _Recording(SerialExecutor())
+    res = fit_rff(data, executor=ex, **kw)
+    sel = [st for st in ex.stats if st.label in ("closed form sums (training and held-out rows)", "selection pass",
+                                                 "held-out errors")]  # fmt: skip
+    assert len(sel) > 5 and {(st.partitions, st.leaves) for st in sel} == {(4, 4)}
+    whole = fit_rff(data, executor=_Recording(SerialExecutor()), **dict(kw, n_partitions=1))
+    assert (res.path.n_train, res.path.n_held) == (whole.path.n_train, whole.path.n_held)
+    assert res.path.n_train + res.path.n_held == 600  # 2 of the 5 chunks of 300 rows
+    np.testing.assert_allclose([c.score for c in res.path.candidates[:3]],
+                               [c.score for c in whole.path.candidates[:3]], rtol=1e-9)  # fmt: skip
+    shipping = _ShippingExecutor()  # pieces of in-memory rows, pickled as a worker receives them
+    np.testing.assert_array_equal(fit_rff(data, executor=shipping, **kw).coef, res.coef)
+    # the pieces' features are cached under their own keys: the same bits without the cache
+    np.testing.assert_array_equal(fit_rff(data, executor=SerialExecutor(), feature_cache=0, **kw).coef, res.coef)
+    pooled = [fit_rff(data, executor=SerialExecutor(threads=t), partitions_per="worker", **kw) for t in (1, 3)]
+    np.testing.assert_array_equal(pooled[0].coef, pooled[1].coef)
+    assert pooled[0].lam == res.lam
+    path_ = tmp_path / "fit.ckpt"
+    die_after_checkpoint(0, monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        fit_rff(data, checkpoint=path_, **kw)
+    monkeypatch.undo()
+    again = _Recording(SerialExecutor())
+    resumed = fit_rff(data, executor=again, checkpoint=path_, resume=True, **kw)
+    assert [(st.label, st.leaves) for st in again.stats if st.label == "covariance"] == [("covariance", 4)]
+    np.testing.assert_array_equal(resumed.coef, res.coef)
+
+
+class _Recording:
+    """An executor whose sessions' pass statistics are kept (``stats``) after the fit."""
+
+    def __init__(self, executor):
+        self.executor, self.stats = executor, []
+
+    def open(self, *args, **kw):
+        import contextlib
+
+        @contextlib.contextmanager
+        def session():
+            with self.executor.open(*args, **kw) as s:
+                try:
+                    yield s
+                finally:
+                    self.stats.extend(s.stats)
+
+        return session()
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # the output kernel's γ (kernel_theta_params)
 # ---------------------------------------------------------------------------------------------------------------

@@ -51,31 +51,8 @@ CONFIGS: dict[type, list[BaseEstimator]] = {
     ],
 }
 
-_NO_N_ITER = (
-    "the estimator has a max_iter parameter but no n_iter_ after fit (its refitted best_estimator_ has one): "
-    "scikit-learn asks every estimator with max_iter for n_iter_ >= 1"
-)
-
 #: estimator class -> {check: why it fails}; run as xfail(strict=True)
-EXPECTED_FAILED_CHECKS: dict[type, dict[str, str]] = {
-    FunctionalRegressorCV: {
-        "check_regressors_train": (
-            "a 1-D y gives predictions of shape (n, 1), not (n,): fit turns y into an (n, 1) matrix (check_Y) and "
-            "refits best_estimator_ on it, which then never learns that y was 1-D (FunctionalRegressor itself "
-            "returns (n,))"
-        ),
-        "check_supervised_y_2d": (
-            "no multi_output target tag: unlike FunctionalRegressor (its __sklearn_tags__), FunctionalRegressorCV "
-            "does not declare that it takes 2-D y, so scikit-learn expects a DataConversionWarning for a column y"
-        ),
-        "check_requires_y_none": (
-            'fit(X, None) raises check_Y\'s "y must be a 2-D array of shape (n_samples, n_locations), got shape ()" '
-            "instead of the 'requires y to be passed, but the target y is None' that FunctionalRegressor raises"
-        ),
-        "check_non_transformer_estimators_n_iter": _NO_N_ITER,
-    },
-    QuantileFunctionRegressorCV: {"check_non_transformer_estimators_n_iter": _NO_N_ITER},
-}
+EXPECTED_FAILED_CHECKS: dict[type, dict[str, str]] = {}
 
 PUBLIC_ESTIMATORS = public_classes(BaseEstimator)
 

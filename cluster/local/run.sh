@@ -3,12 +3,15 @@
 # rffor fit against them (cluster/fit.py), then everything this script started is stopped.
 #
 #   bash cluster/local/run.sh [N_WORKERS] [-- extra arguments for cluster/fit.py]
+#   THREADS=4 bash cluster/local/run.sh 1 -- --partitions-per worker    # the per-node layout: one worker, 4 threads
 #
 # Environment: PYTHON (default: python3) must have rffor installed; WORKDIR (default: a new temporary directory)
-# holds the scheduler file, logs and the Zarr store (kept between runs when WORKDIR is set).
+# holds the scheduler file, logs and the Zarr store (kept between runs when WORKDIR is set); THREADS (default 1)
+# threads per worker.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 n_workers="${1:-2}"
+threads="${THREADS:-1}"
 shift || true
 [ "${1:-}" = "--" ] && shift
 python="${PYTHON:-python3}"
@@ -31,10 +34,10 @@ for _ in $(seq 100); do [ -s "$workdir/scheduler.json" ] && break; sleep 0.1; do
 [ -s "$workdir/scheduler.json" ] || { echo "scheduler did not start; see $workdir/scheduler.log" >&2; exit 1; }
 
 for i in $(seq "$n_workers"); do
-  "$python" -m dask worker --scheduler-file "$workdir/scheduler.json" --host 127.0.0.1 --nthreads 1 \
+  "$python" -m dask worker --scheduler-file "$workdir/scheduler.json" --host 127.0.0.1 --nthreads "$threads" \
     --no-dashboard --name "local-$i" >"$workdir/worker-$i.log" 2>&1 &
   pids+=($!)
 done
-echo "scheduler $(grep -o '"address": "[^"]*"' "$workdir/scheduler.json" | cut -d'"' -f4), $n_workers worker(s); logs in $workdir"
+echo "scheduler $(grep -o '"address": "[^"]*"' "$workdir/scheduler.json" | cut -d'"' -f4), $n_workers worker(s) x $threads thread(s); logs in $workdir"
 
 "$python" "$here/../fit.py" --scheduler-file "$workdir/scheduler.json" --data "$workdir/train.zarr" "$@"

@@ -12,10 +12,14 @@ passes; the fit does not know where.
 
 The protocol
 ------------
-``executor.open(data, n_partitions)`` is a context manager yielding a *session* for one fit, with
+``executor.open(data, n_partitions, split_every=None, partitions_per="thread")`` is a context manager yielding a
+*session* for one fit, with
 
 - ``partitions``: list of lists of chunk ids (``data.partition(P)``; P = ``n_partitions``, or the executor's
-  default when None: 1 in process, the worker threads of a Dask cluster);
+  default when None: 1 in process; on a Dask cluster its worker threads, or its workers with
+  ``partitions_per="worker"``, where a worker of T threads runs one task per partition and a chunkwise reduce's task
+  shares its chunks among the T threads, folding their results in chunk order: :func:`fold_chunks`, the same bits
+  for any T);
 - ``description``: where it runs (for progress messages);
 - ``share(obj) -> handle``: ship an object the tasks need once per fit (the feature maps, the round plan with its
   preconditioner) or once per round (the DSGD state); a handle is passed to ``map`` / ``reduce`` in place of the
@@ -29,7 +33,10 @@ The protocol
   the fixed tree of :func:`tree_fold` (fan-in ``split_every``, default the executor's, :data:`SPLIT_EVERY`) with
   ``combine(a, b)`` (default ``a + b``: the partial's own merge, e.g. a TSQR merge of two factors). On a cluster
   the merges run on the workers, next to their inputs, and the driver receives the root only;
-- ``stats``: a :class:`PassStats` per pass, in order (tasks, tree depth, merges and where they ran, bytes).
+- ``stats``: a :class:`PassStats` per pass, in order (tasks, tree depth, merges and where they ran, bytes);
+- ``over(other)``: a context manager yielding a session over another chunked dataset (its partitions
+  ``other.partition(P)``, P this session's) with the same connection, shared objects, tree and ``stats``: passes over
+  :class:`rffor.chunked.RowPieces` of a sample of chunks run on all P partitions, not on the few holding the sample.
 
 ``fn`` and ``combine`` must be module-level functions (importable on a worker). Because partitions and seeds, not
 workers, define every computation, and partial results merge by a tree fixed by P and ``split_every`` alone, a fit
@@ -44,6 +51,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ._pool import PARTITIONS_PER, check_partitions_per, chunkwise, fold_chunks, is_chunkwise, one_blas_thread
 from ._tree import SPLIT_EVERY, check_split_every, fold_group, sum_in_order, tree_fold, tree_levels
 from .serial import SerialExecutor
 
@@ -57,7 +65,15 @@ __all__ = [
     "tree_fold",
     "fold_group",
     "check_split_every",
+    "chunkwise",
+    "is_chunkwise",
+    "fold_chunks",
+    "one_blas_thread",
+    "check_partitions_per",
+    "PARTITIONS_PER",
     "PassStats",
+    "IdleWorkersWarning",
+    "idle_message",
     "SPLIT_EVERY",
     "usable_cpus",
     "SchedulerUnreachableError",
@@ -81,6 +97,48 @@ class RoundTimeoutError(TimeoutError):
 
 class RoundFailedError(RuntimeError):
     """A pass kept losing its tasks to dying workers after every allowed rerun."""
+
+
+class IdleWorkersWarning(UserWarning):
+    """Workers (or their threads) outnumber the units of work of a pass: some stay idle in every pass."""
+
+
+def idle_message(units: int, what: str, partitions: int, workers: int, threads: int, partitions_per: str) -> str | None:
+    """Why some of a cluster's workers or threads have nothing to do in a pass, and how to fix it (None: all busy).
+
+    Parameters
+    ----------
+    units : int
+        Units of work of a pass: chunks (or row pieces).
+    what : str
+        Their name ("chunks", "row pieces of the selection's chunks").
+    partitions : int
+        P, tasks per pass.
+    workers, threads : int
+        Workers of the cluster and their threads in all.
+    partitions_per : {"thread", "worker"}
+    """
+    slots, kind = (threads, "worker threads") if partitions_per == "thread" else (workers, "workers")
+    fix = (
+        "write the store in smaller chunks (rffor.data.write(..., chunks=ROWS)) or run fewer workers"
+        if what == "chunks"
+        else "raise selection_rows or run fewer workers"
+    )
+    if partitions < slots:
+        if units > partitions:  # the partitions asked for, not the data, leave workers idle
+            cause, fix = f"P = n_partitions = {partitions}", f"pass n_partitions >= {slots} or run fewer workers"
+        else:
+            cause = f"the data has {units} {what}"
+        return (
+            f"{slots - partitions} of the {slots} {kind} get no partition and stay idle in every pass: {cause}, "
+            f"so a pass runs {partitions} task(s); {fix}"
+        )
+    if partitions_per == "worker" and units < threads:
+        return (
+            f"the {threads} threads of the {workers} worker(s) share {units} {what}: {threads - units} thread(s) stay "
+            f"idle in every pass (a task's threads share its partition's {what}); {fix}"
+        )
+    return None
 
 
 def usable_cpus() -> int:

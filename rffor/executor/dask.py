@@ -27,6 +27,12 @@ recomputes one lost with its worker. (``client.scatter(broadcast=True)`` replica
 worker killed during the replication made distributed 2026.8 retry the dead address until the key was released:
 the round hung; ``client.replicate`` is a blocking scheduler call with the same transfers.)
 
+Tasks per pass: with ``partitions_per="thread"`` on workers of several threads (a multiple of ``split_every``), each
+group of ``split_every`` consecutive partitions (the tree's first level) runs as one task on a pool of its worker's
+threads (:func:`_group_leaf`), folded in partition order as the tree's merge would: a pass has P / s leaf tasks, the
+same bits. With ``partitions_per="worker"`` a worker runs one task per pass whose chunks its threads share
+(:func:`_pooled_leaf`, :func:`rffor.executor.fold_chunks`).
+
 Placement: tasks of a store-backed fit go to the worker threads in contiguous blocks of partitions by soft hints
 (a task whose worker is gone runs elsewhere; never a hard pin, DASK_NOTES.md), so that a merge group's inputs
 mostly share a worker; in-memory partitions' tasks follow their data; a merge is hinted to the worker most of
@@ -76,13 +82,18 @@ from typing import Any
 
 from . import (
     SPLIT_EVERY,
+    IdleWorkersWarning,
     PassStats,
     RoundFailedError,
     RoundTimeoutError,
     SchedulerLostError,
     SchedulerUnreachableError,
+    check_partitions_per,
     check_split_every,
+    fold_chunks,
     fold_group,
+    idle_message,
+    is_chunkwise,
     select_chunks,
     tree_levels,
     usable_cpus,
@@ -370,12 +381,23 @@ class DaskExecutor:
         return f"DaskExecutor({self.description})"
 
     @contextlib.contextmanager
-    def open(self, data, n_partitions: int | None = None) -> Iterator[_DaskSession]:
+    def open(
+        self,
+        data,
+        n_partitions: int | None = None,
+        *,
+        split_every: int | None = None,
+        partitions_per: str = "thread",
+    ) -> Iterator[_DaskSession]:
         """Connect (or start the embedded cluster), split the data into partitions and ship what must be shipped.
 
-        P = ``n_partitions``, or the number of worker threads of the cluster (embedded: one worker per usable CPU,
-        at most one per chunk).
+        P = ``n_partitions``, or the number of worker threads of the cluster (``partitions_per="thread"``), or of
+        its workers (``"worker"``: a worker's T threads share each task's chunks, :func:`rffor.executor.fold_chunks`);
+        embedded: one worker per usable CPU, at most one per chunk. Reductions merge by a tree of fan-in
+        ``split_every`` (default the executor's). Warns (:class:`~rffor.executor.IdleWorkersWarning`) when workers
+        or threads would stay idle in every pass.
         """
+        layout = check_partitions_per(partitions_per)
         n_workers = self.n_workers
         if n_workers is None and self.client is None and self.scheduler_address is None:
             n_workers = max(1, min(usable_cpus(), n_partitions or data.n_chunks, data.n_chunks))
@@ -398,8 +420,11 @@ class DaskExecutor:
                         f"(rffor.connect-timeout): start workers (dask worker {conn.client.scheduler.address})"
                     ) from None
                 threads = _total_threads(conn.client)
-            partitions = data.partition(n_partitions or threads)
-            session = _DaskSession(self, conn, data, partitions, threads)
+            workers = len(conn.client.nthreads())
+            partitions = data.partition(n_partitions or (threads if layout == "thread" else workers))
+            session = _DaskSession(self, conn, data, partitions, threads, layout)
+            if split_every is not None:
+                session.split_every = check_split_every(split_every)
             try:
                 yield session
             finally:
@@ -454,6 +479,42 @@ def _leaf(fn, part, p, chunk_ids, *args):
     """A leaf of a reduce: :func:`_task`'s result packed in band (a merge on another worker unpacks fresh arrays)."""
     result = _task(fn, part, p, chunk_ids, *args)
     return None if result is None else _Packed(result)
+
+
+def _pooled_leaf(fn, combine, split_every, part, p, chunk_ids, *args):
+    """A leaf of a chunkwise reduce with ``partitions_per="worker"``: the partition's chunks shared among this
+    worker's threads, their results merged by the fixed tree over the chunks (:func:`rffor.executor.fold_chunks`),
+    packed."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    threads = getattr(worker, "nthreads", None) or worker.state.nthreads
+    unpacked = tuple(a.unpack() if isinstance(a, _Packed) else a for a in args)
+    part = part.unpack() if isinstance(part, _Packed) else part
+    result = fold_chunks(fn, part, p, chunk_ids, unpacked, combine, int(threads), split_every)
+    return None if result is None else _Packed(result)
+
+
+def _group_leaf(fn, combine, parts, ps, chunk_ids, *args):
+    """A first-level node of the merge tree as one task: its partitions' results computed on a pool of this worker's
+    threads (one BLAS thread each) and folded left to right, as a merge task would fold them, packed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed import get_worker
+
+    from . import one_blas_thread
+
+    worker = get_worker()
+    threads = int(getattr(worker, "nthreads", None) or worker.state.nthreads)
+    unpacked = tuple(a.unpack() if isinstance(a, _Packed) else a for a in args)
+    parts = [part.unpack() if isinstance(part, _Packed) else part for part in parts]
+
+    def one(k):
+        return fn(parts[k], ps[k], chunk_ids[k], *unpacked)
+
+    with one_blas_thread(), ThreadPoolExecutor(max(1, min(threads, len(ps))), thread_name_prefix="rffor-part") as pool:
+        total = fold_group(pool.map(one, range(len(ps))), combine)
+    return None if total is None else _Packed(total)
 
 
 def _merge(combine, *children):
@@ -538,13 +599,25 @@ class _Handle:
         return ([self.future] if self.future is not None else []) + list(self.copies.values())
 
 
+class _Layout:
+    """The data of a session's passes: its partitions and, for each, the handle of what its task reads (the dataset
+    itself when the workers read the store, else the partition's rows)."""
+
+    __slots__ = ("data", "partitions", "parts", "inline")
+
+    def __init__(self, data, partitions, parts, inline: bool):
+        self.data, self.partitions, self.parts, self.inline = data, partitions, parts, inline
+
+
 class _DaskSession:
-    def __init__(self, executor: DaskExecutor, conn: _Connection, data, partitions, threads: int):
+    def __init__(self, executor: DaskExecutor, conn: _Connection, data, partitions, threads: int, layout="thread"):
         self.executor = executor
         self.client = conn.client
-        self.partitions = partitions
         self.split_every = executor.split_every
-        self.description = f"{conn.description}, {threads} worker thread(s)"
+        self.partitions_per = layout
+        self.description = f"{conn.description}, {threads} worker thread(s)" + (
+            ", one partition per worker" if layout == "worker" else ""
+        )
         self.name = f"rffor-{uuid.uuid4().hex[:8]}"
         self.pass_seconds: dict[str, list[float]] = {}
         self.reruns = 0
@@ -556,15 +629,40 @@ class _DaskSession:
         self._next_handle = 0
         self._sent = 0  # payload bytes shipped since the previous pass ended
         self._wire = wire_bytes(self.client.scheduler.address)
-        self._inline = bool(data.workers_can_read)
-        # the data of partition p as its tasks receive it: the dataset itself (a small description whose tasks
-        # read the store where they run, broadcast like any shared object) or, for in-memory data, that
-        # partition's rows scattered once
-        self._parts = (
-            [self.share(data)] * len(partitions)
-            if self._inline
-            else [self.share(data.subset(part)) for part in partitions]
-        )
+        self._main = self._layout(data, partitions, "chunks")
+
+    @property
+    def partitions(self) -> list[list[int]]:
+        return self._main.partitions
+
+    def _layout(self, data, partitions, what: str) -> _Layout:
+        """The layout of passes over ``data`` in ``partitions``: the data of partition p as its tasks receive it (the
+        dataset itself, a small description whose tasks read the store where they run, broadcast like any shared
+        object, or, for in-memory data, that partition's rows scattered once); warns if workers would stay idle."""
+        inline = bool(data.workers_can_read)
+        parts = [self.share(data)] * len(partitions) if inline else [self.share(data.subset(g)) for g in partitions]
+        with contextlib.suppress(Exception):
+            nthreads = self.client.nthreads()
+            text = idle_message(
+                data.n_chunks, what, len(partitions), len(nthreads), sum(nthreads.values()), self.partitions_per
+            )
+            if text is not None:
+                import warnings
+
+                warnings.warn(text, IdleWorkersWarning, stacklevel=5)
+        return _Layout(data, partitions, parts, inline)
+
+    @contextlib.contextmanager
+    def over(self, data) -> Iterator[_SessionView]:
+        """A session over another chunked dataset (e.g. :class:`rffor.chunked.RowPieces` of a sample of this one's
+        rows) in ``data.partition(P)`` partitions, P this session's: the same connection, shared objects, tree and
+        statistics; what its tasks read is shipped once, released at the end."""
+        layout = self._layout(data, data.partition(len(self.partitions)), "row pieces")
+        try:
+            yield _SessionView(self, layout)
+        finally:
+            for h in {id(h): h for h in layout.parts}.values():
+                self.release(h)
 
     # ----------------------------------------------------------------------------------------- shipping
     def _scatter(self, handle: _Handle) -> None:
@@ -669,9 +767,9 @@ class _DaskSession:
                 self.client.cancel(futures)
 
     # ----------------------------------------------------------------------------------------- passes
-    def map(self, fn, *args, chunks=None, label: str = "pass") -> list:
-        selected = select_chunks(self.partitions, chunks)
-        return self._run(fn, args, selected, label, None)
+    def map(self, fn, *args, chunks=None, label: str = "pass", _layout=None) -> list:
+        layout = _layout or self._main
+        return self._run(fn, args, select_chunks(layout.partitions, chunks), label, None, layout)
 
     def reduce(
         self,
@@ -681,6 +779,7 @@ class _DaskSession:
         label: str = "sums",
         split_every: int | None = None,
         combine: Callable | None = None,
+        _layout=None,
     ):
         """The results of :meth:`map` merged on the workers by the tree of :func:`rffor.executor.tree_fold`.
 
@@ -689,13 +788,13 @@ class _DaskSession:
         (leaves or merges) reruns the pass from the same inputs, with the same tree: the same bits.
         """
         s = self.split_every if split_every is None else check_split_every(split_every)
-        selected = select_chunks(self.partitions, chunks)
-        return self._run(fn, args, selected, label, (s, combine))
+        layout = _layout or self._main
+        return self._run(fn, args, select_chunks(layout.partitions, chunks), label, (s, combine), layout)
 
     def _scheduler_lost(self) -> bool:
         return self.client.status != "running"
 
-    def _run(self, fn, args, selected: list[list[int]], label: str, tree) -> Any:
+    def _run(self, fn, args, selected: list[list[int]], label: str, tree, layout: _Layout) -> Any:
         """One pass: a task per partition with chunks to process (and the merge tree of a reduce), rerun as a whole
         if tasks are lost."""
         lost = _lost_exceptions()
@@ -718,7 +817,7 @@ class _DaskSession:
                     last = exc
                     continue
             try:
-                value, stats = self._attempt(fn, args, selected, label, attempt, tree)
+                value, stats = self._attempt(fn, args, selected, label, attempt, tree, layout)
             except RoundTimeoutError:
                 raise
             except lost as exc:
@@ -747,7 +846,7 @@ class _DaskSession:
             f"{' '.join(str(exc).split())[:200]}"
         )
 
-    def _leaf_workers(self, selected) -> list[str | None]:
+    def _leaf_workers(self, selected, layout: _Layout) -> list[str | None]:
         """Where each partition's task should run (placement only, never results).
 
         Store-backed partitions: the worker threads in contiguous blocks (partition p on slot p·T/P of the T
@@ -757,48 +856,74 @@ class _DaskSession:
         ended), hence explicit soft hints. In-memory partitions: the worker holding their scattered rows.
         """
         n = len(selected)
-        if self._inline:
+        if layout.inline:
             slots = self._worker_slots()
             return [slots[p * len(slots) // n] if slots else None for p in range(n)]
+        parts = layout.parts
         held: dict = {}
         with contextlib.suppress(Exception):
-            held = self.client.who_has([self._parts[p].future for p in range(n) if self._parts[p].future is not None])
+            held = self.client.who_has([parts[p].future for p in range(n) if parts[p].future is not None])
         return [
-            (
-                sorted(held.get(self._parts[p].future.key, ()) or [None])[0]
-                if self._parts[p].future is not None
-                else None
-            )
+            (sorted(held.get(parts[p].future.key, ()) or [None])[0] if parts[p].future is not None else None)
             for p in range(n)
         ]
 
-    def _attempt(self, fn, args, selected, label: str, attempt: int, tree) -> tuple[Any, PassStats]:
+    def _attempt(self, fn, args, selected, label: str, attempt: int, tree, layout: _Layout) -> tuple[Any, PassStats]:
         from distributed import wait
 
         client = self.client
         tic = time.perf_counter()
         n = len(selected)
         name = f"{self.name}-{self._passes}-{label.replace(' ', '-')}"
-        where = self._leaf_workers(selected)
-        shared = [a for a in args if isinstance(a, _Handle)] + ([self._parts[0]] if self._inline and n else [])
+        where = self._leaf_workers(selected, layout)
+        shared = [a for a in args if isinstance(a, _Handle)] + ([layout.parts[0]] if layout.inline and n else [])
+        pooled = tree is not None and self.partitions_per == "worker" and is_chunkwise(fn)
+        fused = tree is not None and not pooled and layout.inline and self._fused_groups(tree[0])
         copies = self._broadcast(shared, [w for p, w in enumerate(where) if selected[p] and w is not None])
 
         def on(handle: _Handle, worker):
             return handle.copies.get(worker, handle.future)
 
         futures: dict[int, Any] = {}
+        names: dict[int, str] = {}
         merges: dict[tuple[int, int], Any] = {}
         n_merges = depth = 0
+        levels = tree_levels(n, tree[0]) if tree is not None else []
         try:
+            if fused:  # the tree's first level as tasks: each runs its group's partitions on its worker's threads
+                s, combine = tree
+                nodes = []
+                for g, members in enumerate(levels[0] if levels else [range(n)]):
+                    live = [p for p in members if selected[p]]
+                    if not live:
+                        nodes.append((None, None))
+                        continue
+                    w = where[live[0]]
+                    hint = {"workers": [w], "allow_other_workers": True} if w is not None else {}
+                    futures[live[0]] = client.submit(
+                        _group_leaf,
+                        fn,
+                        combine,
+                        [on(layout.parts[p], w) for p in live],
+                        live,
+                        [selected[p] for p in live],
+                        *[on(a, w) if isinstance(a, _Handle) else a for a in args],
+                        key=f"{name}-g{g}-a{attempt}",
+                        pure=False,
+                        **hint,
+                    )
+                    names[live[0]] = f"partitions {live[0]}-{live[-1]}"
+                    n_merges += len(live) - 1
+                    nodes.append((futures[live[0]], w))
+                levels, first_level = levels[1:], 2
             for p, ids in enumerate(selected):
-                if not ids:
+                if not ids or fused:
                     continue
                 w = where[p]
                 hint = {"workers": [w], "allow_other_workers": True} if w is not None else {}
                 futures[p] = client.submit(
-                    _task if tree is None else _leaf,
-                    fn,
-                    on(self._parts[p], w),
+                    *((_pooled_leaf, fn, tree[1], tree[0]) if pooled else (_task if tree is None else _leaf, fn)),
+                    on(layout.parts[p], w),
                     p,
                     ids,
                     *[on(a, w) if isinstance(a, _Handle) else a for a in args],
@@ -809,10 +934,10 @@ class _DaskSession:
             root = None
             if tree is not None:
                 s, combine = tree
-                nodes = [(futures.get(p), where[p]) for p in range(n)]
-                levels = tree_levels(n, s)
-                depth = len(levels)
-                for level, groups in enumerate(levels, start=1):
+                depth = len(tree_levels(n, s))
+                if not fused:
+                    nodes, first_level = [(futures.get(p), where[p]) for p in range(n)], 1
+                for level, groups in enumerate(levels, start=first_level):
                     up = []
                     for g, members in enumerate(groups):
                         children = [nodes[i] for i in members if nodes[i][0] is not None]
@@ -842,7 +967,7 @@ class _DaskSession:
             except TimeoutError:
                 if self._scheduler_lost():
                     raise _CFCancelledError("the scheduler connection was lost") from None
-                raise RoundTimeoutError(self._hang_report(label, futures, merges, timeout)) from None
+                raise RoundTimeoutError(self._hang_report(label, futures, merges, timeout, names)) from None
             for f in everything:  # leaves first: a lost task is retried; a task's own error fails the fit
                 if f.status == "cancelled":
                     raise _CFCancelledError(f"task {f.key} was cancelled (its worker or its input was lost)")
@@ -851,7 +976,7 @@ class _DaskSession:
             stats = PassStats(
                 label,
                 n,
-                len(futures),
+                sum(1 for ids in selected if ids),
                 len(futures) + len(merges) + copies,
                 depth=depth,
                 merges=n_merges,
@@ -873,20 +998,34 @@ class _DaskSession:
         return result, stats
 
     def _worker_slots(self) -> list[str]:
-        """Worker addresses, each repeated once per thread, in a fixed order (placement only, never results)."""
+        """Worker addresses, each repeated once per thread (once per worker with ``partitions_per="worker"``), in a
+        fixed order (placement only, never results)."""
         with contextlib.suppress(Exception):
             nthreads = self.client.nthreads()
-            return [w for w in sorted(nthreads) for _ in range(int(nthreads[w]))]
+            per = (lambda w: int(nthreads[w])) if self.partitions_per == "thread" else (lambda w: 1)
+            return [w for w in sorted(nthreads) for _ in range(per(w))]
         return []
 
-    def _hang_report(self, label: str, futures: dict, merges: dict, timeout: float) -> str:
+    def _fused_groups(self, s: int) -> bool:
+        """Whether a reduce runs its tree's first level as tasks (``partitions_per="thread"`` on workers whose
+        threads are a multiple of the fan-in s: a group of s consecutive partitions fills s of a worker's threads).
+        The results are those of the tree, merged in the same order: this changes the tasks, not the bits."""
+        if self.partitions_per != "thread":
+            return False
+        with contextlib.suppress(Exception):
+            counts = [int(t) for t in self.client.nthreads().values()]
+            return bool(counts) and all(t >= s and t % s == 0 for t in counts)
+        return False
+
+    def _hang_report(self, label: str, futures: dict, merges: dict, timeout: float, names=None) -> str:
         where = {}
         with contextlib.suppress(Exception):
             for worker, keys in self.client.processing().items():
                 for key in keys:
                     where[str(key)] = worker
         parts = []
-        for what, f in [(f"partition {p}", f) for p, f in futures.items()] + [
+        names = names or {}
+        for what, f in [(names.get(p, f"partition {p}"), f) for p, f in futures.items()] + [
             (f"merge {level}.{g}", f) for (level, g), f in merges.items()
         ]:
             if f.status != "pending":
@@ -901,6 +1040,39 @@ class _DaskSession:
             f"({n_workers} worker(s) connected). A task is hung or a worker is unresponsive; the last good "
             f"checkpoint is intact (resume=True continues from it). Raise the limit with "
             f"dask.config.set({{'rffor.round-timeout': '1h'}}) if rounds are legitimately this long."
+        )
+
+
+class _SessionView:
+    """A session over another dataset (:meth:`_DaskSession.over`): its own partitions, everything else the
+    session's."""
+
+    def __init__(self, session: _DaskSession, layout: _Layout):
+        self._session, self._layout = session, layout
+        self.partitions = layout.partitions
+        self.description = session.description
+        self.split_every = session.split_every
+        self.partitions_per = session.partitions_per
+
+    @property
+    def stats(self) -> list[PassStats]:
+        return self._session.stats
+
+    def share(self, obj) -> _Handle:
+        return self._session.share(obj)
+
+    def release(self, handle: _Handle) -> None:
+        self._session.release(handle)
+
+    def over(self, data):
+        return self._session.over(data)
+
+    def map(self, fn, *args, chunks=None, label: str = "pass") -> list:
+        return self._session.map(fn, *args, chunks=chunks, label=label, _layout=self._layout)
+
+    def reduce(self, fn, *args, chunks=None, label: str = "sums", split_every=None, combine=None):
+        return self._session.reduce(
+            fn, *args, chunks=chunks, label=label, split_every=split_every, combine=combine, _layout=self._layout
         )
 
 

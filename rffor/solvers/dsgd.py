@@ -33,7 +33,7 @@ is the Polyak–Ruppert average of the iterates from step ``average_start`` on (
 averages the second half of the steps). The curve losses (square, Huber, ε-insensitive) are ``½‖·‖² □ g``, so the
 curvature of a step's objective is at most ``1 + λ`` (``‖φ_X‖ = 1`` and ``‖φ_Θ(θ)‖² = k_Θ(θ, θ) = 1``):
 ``η₀ < 1/(1 + λ)`` is safe, and ``1/(‖C_Θ‖ + λ)`` is safe for steps on whole observed curves
-(:func:`rffor.solvers.rff.auto_step_size`). The pinball losses are not of that form (the κ-smoothed one curves up
+(:func:`rffor.solvers.round_plan.auto_step_size`). The pinball losses are not of that form (the κ-smoothed one curves up
 to ``max(θ, 1 − θ)/κ``), but their gradients are bounded by 1 entrywise, so a step ``B ← (1 − ηλ) B + η (bounded)``
 keeps B bounded for any ``η ≤ 1/λ``: the steps cannot diverge, and a kink (or a curvature above 1) makes them
 oscillate by O(η) around the optimum, which the suffix average removes.
@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +58,7 @@ from .._validation import check_dtype, check_int, check_real
 from ..chunked import chunk_rows
 from ..features import seed_sequence
 from ..losses import Loss
+from ..settings import check_option
 
 __all__ = [
     "Preconditioner",
@@ -329,20 +329,11 @@ class SGDConfig:
         if not isinstance(self.loss, Loss):
             raise TypeError(f"loss must be an rffor.losses.Loss, got {self.loss!r}")
         self.lam = check_real(self.lam, "lam", low=0, low_open=True)
-        self.batch_size = check_int(self.batch_size, "batch_size", 1)
-        if self.n_theta_samples is not None:
-            self.n_theta_samples = check_int(self.n_theta_samples, "n_theta_samples", 1)
-        self.step_size = check_real(self.step_size, "step_size", low=0, low_open=True)
-        if (
-            isinstance(self.step_decay, bool)
-            or not isinstance(self.step_decay, numbers.Real)
-            or not (0 <= self.step_decay <= 1)
-        ):
-            raise ValueError(f"step_decay must be a number in [0, 1], got {self.step_decay!r}")
-        self.step_decay = float(self.step_decay)
-        if self.step_offset is not None:
-            self.step_offset = check_real(self.step_offset, "step_offset", low=0, low_open=True)
-        self.average_start = check_int(self.average_start, "average_start", 0)
+        # the options a fit takes from its settings: validated by the settings' own rules (one home)
+        for name in ("batch_size", "n_theta_samples", "step_size", "step_decay", "step_offset", "average_start"):
+            setattr(self, name, check_option(name, getattr(self, name)))
+        if isinstance(self.step_size, str):
+            raise ValueError(f"step_size must be a number here (resolved from 'auto'), got {self.step_size!r}")
         self.feature_block_rows = check_int(self.feature_block_rows, "feature_block_rows", 1)
         self.dtype = check_dtype(self.dtype).name
         if self.precond is not None and not isinstance(self.precond, Preconditioner):

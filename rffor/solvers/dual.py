@@ -169,6 +169,18 @@ class DualProblem:
         return self.loss.dual_penalty_eigen(A) if self.eigen else self.loss.dual_penalty(A, theta=self.theta)
 
     # ------------------------------------------------------------ solutions
+    def prediction_weights(self, A: np.ndarray) -> np.ndarray:
+        """The weights W of the model of dual coefficients A: predictions are ``K_X(X_new, X) W K_Θ(grid, θ_new)``
+        (MATH.md §3.1, §3.2).
+
+        Splines: ``W = c A = A / (λnm)``, shape (n, q) (q = m, or m plus the non-crossing penalty's derivative
+        columns); eigen, with the Nyström eigenfunctions ψ_j: ``W = A V_rᵀ / (λ n √m)``, shape (n, m).
+        """
+        if self.eigen:
+            m = self.Y_grid.shape[1]
+            return A @ self.V_r.T / (self.lam * self.n * np.sqrt(m))
+        return A * self.c
+
     def closed_form(self) -> np.ndarray:
         """Square-loss solution (Sylvester equation solved in the eigenbases), the warm start of the others:
         ``A = U [ (Uᵀ Y V) ⊘ (1 + c s tᵀ) ] Vᵀ`` (MATH.md §3.1, and its (D_e) analogue). Its rows are the

@@ -31,10 +31,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._linalg import eigh_psd, inner
+from ..executor import chunkwise
 from ..losses import Loss
 from .closed_form import rotated_sylvester
 
-__all__ = ["GradSums", "grad_task", "curve_errors_task", "SquareMetric", "mm_step", "MMRun", "mm_steps", "mm_minimize"]
+__all__ = [
+    "GradSums",
+    "grad_task",
+    "curve_errors_task",
+    "concat_errors",
+    "SquareMetric",
+    "mm_step",
+    "MMRun",
+    "mm_steps",
+    "mm_minimize",
+]
 
 #: rows of a chunk whose features are computed at once
 _BLOCK_ROWS = 4096
@@ -70,6 +81,7 @@ class GradSums:
         return -self.g / self.n + lam * B
 
 
+@chunkwise
 def grad_task(part, p: int, chunk_ids: Sequence[int], maps, B: np.ndarray, loss: Loss) -> GradSums:
     """One partition's share of a gradient pass at B (a task of an executor session's ``reduce``).
 
@@ -140,8 +152,10 @@ def _grad_sums_stacked(part, chunk_ids, maps, Bs: np.ndarray, loss: Loss) -> Gra
     return out
 
 
+@chunkwise
 def curve_errors_task(part, p: int, chunk_ids: Sequence[int], maps, Bs: np.ndarray) -> np.ndarray:
-    """Per-curve mean squared errors of K models on one partition's rows (a task of a session's ``map``).
+    """Per-curve mean squared errors of K models on one partition's rows (a task of a session's ``reduce`` with
+    ``combine=``:func:`concat_errors`: the driver receives every row's errors, in row order).
 
     Parameters
     ----------
@@ -172,6 +186,11 @@ def curve_errors_task(part, p: int, chunk_ids: Sequence[int], maps, Bs: np.ndarr
     return np.concatenate(out, axis=1) if out else np.zeros((len(Bd), 0))
 
 
+def concat_errors(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The merge of two partitions' :func:`curve_errors_task` results: their rows side by side, in order."""
+    return np.concatenate([a, b], axis=1)
+
+
 class SquareMetric:
     """``H_c = c C_X ⊗ C_Θ + λ I`` (the square loss's Hessian, scaled by c ≥ 1) and its inverse.
 
@@ -192,7 +211,7 @@ class SquareMetric:
 
     @classmethod
     def from_sums(cls, sums, C_theta: np.ndarray, lam: float) -> SquareMetric:
-        """The metric of the rows of ``sums`` (:class:`~rffor.solvers.rff.FeatureSums`): the eigenpairs of
+        """The metric of the rows of ``sums`` (:class:`~rffor.solvers.sums.FeatureSums`): the eigenpairs of
         ``C_X = RᵀR / n`` from the singular value decomposition of its factor, ``R = W diag(σ) Pᵀ``,
         ``a = σ² / n``, eigenvectors P: accurate down to the rounding of the largest σ, where ``eigh(RᵀR)`` would
         lose every eigenvalue below ``ε a_max``. Such a metric also gives the closed form (:meth:`closed_form`)."""

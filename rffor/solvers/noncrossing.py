@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels import Kernel
-from ..losses import Loss, _observed, _safe_div
+from ..losses import Loss, _observed, _safe_div, loss_from_spec, register_loss
 from .dual import DualProblem
 
 __all__ = [
@@ -116,6 +116,8 @@ class NonCrossingLoss(Loss):
     scale: float = 1.0
 
     def __post_init__(self) -> None:
+        if isinstance(self.base, dict):  # from a spec (loss_from_spec)
+            object.__setattr__(self, "base", loss_from_spec(self.base))
         if not isinstance(self.base, Loss) or self.base.dual_quadratic != 0:
             raise ValueError(f"the non-crossing penalty applies to the pinball losses, got {self.base!r}")
         object.__setattr__(self, "dual_quadratic", 0.0)
@@ -136,8 +138,10 @@ class NonCrossingLoss(Loss):
 
     def curve_values(self, R, theta=None):
         R_loss, R_nc, levels, _ = self._split(R, theta)
-        P0, mask, _ = _observed(R_nc)
-        return self.base.curve_values(R_loss, levels) + self.weight * (np.maximum(P0, 0) * mask).mean(axis=1)
+        P0, mask, counts = _observed(R_nc)
+        # each curve's penalty averaged over its observed anchors, as grad averages it
+        penalty = _safe_div((np.maximum(P0, 0) * mask).sum(axis=1, keepdims=True), counts)[:, 0]
+        return self.base.curve_values(R_loss, levels) + self.weight * penalty
 
     def grad(self, R, theta=None):
         R_loss, R_nc, levels, _ = self._split(R, theta)
@@ -158,6 +162,9 @@ class NonCrossingLoss(Loss):
     def to_spec(self):
         spec = {"name": "noncrossing", "base": self.base.to_spec(), "lam_nc": self.lam_nc, "m": self.m}
         return {**spec, "scale": self.scale}
+
+
+register_loss("noncrossing", NonCrossingLoss)
 
 
 def noncrossing_problem(

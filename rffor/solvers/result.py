@@ -96,7 +96,7 @@ class RFFResult:
             coef=np.asarray(coef).astype(problem.dtype),
             input_features=problem.input_features,
             output_features=problem.output.features,
-            theta=np.asarray(problem.data.theta, dtype=np.float64),
+            theta=np.asarray(problem.space.grid, dtype=np.float64),
             history=history,
             method=method,
             random_state=problem.random_state,

@@ -44,7 +44,7 @@ from .problem import RFProblem, Start
 from .result import RFFResult
 from .routes import ROUTES, route_for
 from .selection import select_hyperparameters
-from .sums import problem_sums
+from .sums import problem_sums, sample_session
 
 __all__ = ["fit_rff", "RFFResult"]
 
@@ -68,32 +68,21 @@ def fit_rff(
 
     Parameters
     ----------
-    data : chunked dataset (:mod:`rffor.chunked`: a Zarr :class:`rffor.data.Dataset`, an ArrayData) or a tuple
-        ``(X, Y[, theta])`` of arrays of shapes (n, d), (n, m), (m,).
+    data : chunked dataset (:mod:`rffor.chunked`) or a tuple ``(X, Y[, theta])`` of shapes (n, d), (n, m), (m,)
     loss : Loss, default Square()
-    kernel_x : Kernel or None
-        k_X; None: the Gaussian kernel of the median heuristic on up to 1000 rows drawn uniformly from all rows
-        (read by the partition tasks, as Nyström centres are); the kernel used is ``RFFResult.kernel_x``.
-    kernel_theta : Kernel or None
-        k_Θ; None: the output space's default.
+    kernel_x, kernel_theta : Kernel or None
+        k_X (None: the median heuristic's on 1000 rows drawn by the partition tasks) and k_Θ (None: the output
+        space's default).
     outputs : OutputSpace, optional
-        The kind of output (:mod:`rffor.outputs`); default curves on the data's grid
-        (:class:`~rffor.outputs.CurveGrid`). A :class:`~rffor.outputs.QuantileLevels` reads scalar targets.
+        The kind of output (:mod:`rffor.outputs`; default curves on the data's grid).
     settings : RFSettings, optional
-        The options of the fit (default :data:`rffor.settings.DEFAULTS`); ``**options`` replace some of them.
+        The fit's options (:mod:`rffor.settings`); ``**options`` replace some of them.
     random_state : int, Generator or None
-    executor : executor, optional
-        Where the passes run (:mod:`rffor.executor`); default :class:`~rffor.executor.SerialExecutor`.
-    checkpoint : str or os.PathLike, optional
-        Written atomically after every round or pass of the route (:mod:`rffor.checkpoint`); a closed-form-only fit
-        has none and writes none. A failed fit leaves the last good one.
-    resume : bool, default False
-        Continue from ``checkpoint`` if the file exists (after checking it belongs to this fit: data shape and
-        grid, settings, P, random state); the result equals the uninterrupted fit bit for bit.
-    verbose : int, default 0
-        > 0: where it runs, what each phase does on how many rows, and per-round progress, on stderr.
-    **options
-        Any option of :class:`rffor.settings.RFSettings` (``lam``, ``n_features_x``, ``rff_method``, ...).
+    executor : executor, optional (:mod:`rffor.executor`; default: the passes run in this process)
+    checkpoint, resume : path or None, bool
+        Written atomically after every round or pass (:mod:`rffor.checkpoint`); ``resume`` continues from it after
+        checking it belongs to this fit, to the bits of the uninterrupted fit.
+    verbose : int (> 0: what each phase does where, on how many rows, and per-round progress, on stderr)
 
     Returns
     -------
@@ -104,22 +93,9 @@ def fit_rff(
     rffor.executor.SchedulerLostError
         The Dask scheduler was lost: the message says which round the checkpoint holds and how to resume.
     """
-    settings = (settings or RFSettings()).replace(**options) if options else (settings or RFSettings())
-    loss = Square() if loss is None else loss
-    if not isinstance(loss, Loss):
-        raise TypeError(f"loss must be an rffor.losses.Loss, got {loss!r}")
     if resume and checkpoint is None:
         raise ValueError("resume=True needs checkpoint= (the path of the checkpoint to continue from)")
-    data = as_data(data)
-    space = CurveGrid(data.theta) if outputs is None else outputs
-    kernel_theta = space.default_kernel() if kernel_theta is None else kernel_theta
-    settings.check_model(loss, kernel_theta)
-    if settings.level_sampling not in (None, "grid") and not space.scalar_targets:
-        raise ValueError(
-            "level_sampling draws levels anywhere in [0, 1]: the outputs must be scalar targets seen on a grid "
-            "(outputs=rffor.outputs.QuantileLevels)"
-        )
-    settings, data = settings.resolved(loss), space.view(data)
+    data, space, settings, loss, kernel_theta = _prepare(data, outputs, settings, options, loss, kernel_theta)
     progress = Progress(verbose)
     saved = ckpt_io.load(checkpoint) if resume and os.path.exists(os.fspath(checkpoint)) else None
     rs = _seed(saved, random_state)
@@ -128,7 +104,9 @@ def fit_rff(
         executor.progress = progress
     P_asked = settings.n_partitions or (saved.info.get("n_partitions") if saved is not None else None)
     try:
-        with executor.open(data, P_asked) as run:
+        with executor.open(
+            data, P_asked, split_every=settings.split_every, partitions_per=settings.partitions_per
+        ) as run:
             P = int(P_asked or len(run.partitions))
             model = {"loss": loss, "kernel_x": kernel_x, "kernel_theta": kernel_theta, "outputs": space}
             fingerprint = ckpt_io.fingerprint(data, {**settings.fingerprint(), **model}, P, rs)
@@ -152,6 +130,25 @@ def fit_rff(
             return result
     finally:
         progress.close()
+
+
+def _prepare(data, outputs, settings, options, loss, kernel_theta):
+    """Everything checked before any work: the settings (with ``options``), the loss, the data and its output
+    space, k_Θ; returns them resolved."""
+    settings = (settings or RFSettings()).replace(**options) if options else (settings or RFSettings())
+    loss = Square() if loss is None else loss
+    if not isinstance(loss, Loss):
+        raise TypeError(f"loss must be an rffor.losses.Loss, got {loss!r}")
+    data = as_data(data)
+    space = CurveGrid(data.theta) if outputs is None else outputs
+    kernel_theta = space.default_kernel() if kernel_theta is None else kernel_theta
+    settings.check_model(loss, kernel_theta)
+    if settings.level_sampling not in (None, "grid") and not space.scalar_targets:
+        raise ValueError(
+            "level_sampling draws levels anywhere in [0, 1]: the outputs must be scalar targets seen on a grid "
+            "(outputs=rffor.outputs.QuantileLevels)"
+        )
+    return space.view(data), space, settings.resolved(loss), loss, kernel_theta
 
 
 def _seed(saved, random_state) -> int:
@@ -237,15 +234,17 @@ def _select(run, problem: RFProblem, saved, log: FitLog):
             output, maps = share_output_side(run, problem, kernel.with_param(float(info["gamma_theta"])))
         problem = problem.replace(lam=float(info["lam"]), loss=loss, output=output, maps=maps)
     else:
-        sel = select_hyperparameters(
-            run, problem, lams=s.grid_lams, params=s.loss_param_grid(problem.loss),
-            gammas=s.kernel_param_grid(problem.output.kernel), chunks=chunks, say=log.message,
-        )  # fmt: skip
+        # a sample of chunks is shared by all P partitions in row pieces: every selection pass runs P tasks
+        with sample_session(run, data, chunks) as (over, selected):
+            sel = select_hyperparameters(
+                over, problem, lams=s.grid_lams, params=s.loss_param_grid(problem.loss),
+                gammas=s.kernel_param_grid(problem.output.kernel), chunks=selected, say=log.message,
+            )  # fmt: skip
         loss = problem.loss if sel.param is None else problem.loss.with_param(sel.param)
         problem = problem.replace(lam=sel.lam, loss=loss, output=sel.output, maps=sel.maps)
         if chunks is None or not loss.is_square:  # the selection's rows: all of them, or the MM metric's
             sums = (sel.sums.train + sel.sums.held).project(problem.Phi_theta)
-        else:  # the closed form on all rows, both sides of the split (the selection's cached features reused)
+        else:  # the closed form on all rows, both sides of the split
             tic = time.perf_counter()
             sums = problem_sums(run, problem, "closed form sums (all rows)")
             seconds = time.perf_counter() - tic
@@ -253,7 +252,8 @@ def _select(run, problem: RFProblem, saved, log: FitLog):
         if chunks is not None:
             lam = float(f"{sel.lam * sel.n_train / data.n:.6g}")
             log.message(
-                f"selection ran on {sel.n_train + sel.n_held} curves of {len(chunks)} of {data.n_chunks} chunks; "
+                f"selection ran on {sel.n_train + sel.n_held} curves of {len(chunks)} of {data.n_chunks} chunks "
+                f"(shared by the {len(run.partitions)} partitions in row pieces); "
                 f"λ = {sel.lam:.0e} scaled by {sel.n_train} / {data.n} curves to λ = {lam:.3g} for all of them (λ·n "
                 "constant)" + ("" if loss.is_square else "; the MM metric is their feature covariance")
             )
@@ -264,6 +264,6 @@ def _select(run, problem: RFProblem, saved, log: FitLog):
     log.info.update(
         lam=problem.lam,
         loss_param=None if problem.loss.param_name is None else float(getattr(problem.loss, problem.loss.param_name)),
-        gamma_theta=float(getattr(kernel, kernel.param_name)),
+        gamma_theta=float(getattr(kernel, kernel.param_name)) if kernel.param_name else None,
     )
     return problem, start, sel

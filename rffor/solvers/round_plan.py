@@ -1,7 +1,13 @@
 """The plan of DSGD rounds with periodic averaging (MATH.md §5): what every partition task of every round reads
 (:class:`RoundPlan`, shared once per fit), the task itself (:func:`round_task`: K local steps of
 :func:`rffor.solvers.dsgd.partition_steps`, seeded by ``(random_state, round, partition)``), the average of the
-partitions' states (:func:`average_states`) and a stable step size (:func:`auto_step_size`)."""
+partitions' states and a stable step size (:func:`auto_step_size`).
+
+The average ``Σ_p w_p B_p`` with ``w_p = steps_p / Σ steps`` is a plain sum once every task weighs its own state:
+the planned steps of a round are the same K for every partition with rows, so a task knows its weight
+``K / (K · P_rows)`` before the round (:attr:`RoundPlan.n_active`), returns :class:`RoundSums`, and the partials merge
+by the executor's fixed tree on the workers (MATH.md §5.2), the driver receiving one state per round.
+:func:`average_states` is the same average from the partitions' states gathered on the driver (the reference)."""
 
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ import numpy as np
 
 from .dsgd import SGDConfig, SGDState, partition_steps
 
-__all__ = ["RoundPlan", "round_task", "average_states", "auto_step_size"]
+__all__ = ["RoundPlan", "RoundSums", "round_task", "finish_round", "average_states", "auto_step_size"]
 
 
 @dataclass
@@ -34,6 +40,9 @@ class RoundPlan:
         Seeds task (round r, partition p) with ``(random_state, r, p)``.
     n_partitions : int
         P.
+    n_active : int or None
+        Partitions with rows (each runs the round's K steps): a task's weight in the average is
+        ``K / (K · n_active)``. None: P.
     """
 
     round_steps: list[int]
@@ -42,6 +51,7 @@ class RoundPlan:
     Phi_theta: np.ndarray
     random_state: int
     n_partitions: int = 1
+    n_active: int | None = None
 
     @property
     def n_rounds(self) -> int:
@@ -65,10 +75,57 @@ class RoundPlan:
         )
 
 
-def round_task(part, p: int, chunk_ids, plan: RoundPlan, state: SGDState, round: int):
-    """A task of a round (:meth:`executor session.map`): partition p's local steps; returns (SGDState, steps,
-    loss_sum)."""
-    return plan.run_partition(part, p, chunk_ids, state, round)
+@dataclass
+class RoundSums:
+    """A partition's share of a round's average (``+`` adds two of them: the merge step of the tree).
+
+    Attributes
+    ----------
+    B, B_avg : ndarray of shape (D_x, D_θ), float64
+        ``w_p B_p`` and ``w_p B_avg,p`` summed over the partitions merged so far.
+    steps : int
+        Their steps.
+    max_steps : int
+        The largest steps of one partition (the global counter t advances by it).
+    loss_sum : float
+        Their minibatch loss sums.
+    """
+
+    B: np.ndarray
+    B_avg: np.ndarray
+    steps: int
+    max_steps: int
+    loss_sum: float
+
+    def __add__(self, other: RoundSums) -> RoundSums:
+        return RoundSums(
+            self.B + other.B,
+            self.B_avg + other.B_avg,
+            self.steps + other.steps,
+            max(self.max_steps, other.max_steps),
+            self.loss_sum + other.loss_sum,
+        )
+
+
+def round_task(part, p: int, chunk_ids, plan: RoundPlan, state: SGDState, round: int) -> RoundSums | None:
+    """A task of a round (:meth:`executor session.reduce`): partition p's local steps, its state weighted by
+    ``steps / (K · n_active)``; None when it made no step."""
+    st, steps, loss_sum = plan.run_partition(part, p, chunk_ids, state, round)
+    if not steps:
+        return None
+    total = plan.round_steps[round] * (plan.n_active or plan.n_partitions)
+    w = steps / total
+    return RoundSums(
+        np.asarray(w * st.B, dtype=np.float64), np.asarray(w * st.B_avg, dtype=np.float64), steps, steps, loss_sum
+    )
+
+
+def finish_round(state: SGDState, sums: RoundSums | None) -> tuple[SGDState, int, float]:
+    """The state after a round from the merged :class:`RoundSums` (None: no partition stepped): the averaged B in
+    the state's dtype, B_avg in float64, t advanced by the largest steps; returns ``(state, steps, loss_sum)``."""
+    if sums is None or sums.steps == 0:
+        return state.copy(), 0, 0.0
+    return SGDState(sums.B.astype(state.B.dtype), sums.B_avg, state.t + sums.max_steps), sums.steps, sums.loss_sum
 
 
 def average_states(state: SGDState, results: Sequence[tuple[SGDState, int, float]]) -> tuple[SGDState, int, float]:

@@ -6,9 +6,9 @@ The route, inside :func:`rffor.solvers.rff.fit_rff`'s executor session (every pa
 data is; the driver only combines small matrices):
 
 1. rows are split by :class:`rffor.chunked.RowSplit`: about one in ``holdout`` held out, spread over every chunk;
-2. one pass: the closed-form sums (:class:`~rffor.solvers.rff.FeatureSums`) of the training rows and of the
-   held-out rows (:func:`split_sums_task`), of the raw outputs (``Φ_Xᵀ Y``, D_x × m), so that the sums of any
-   output feature map are one product on the driver (:meth:`~rffor.solvers.rff.FeatureSums.project`);
+2. one pass: the closed-form sums (:class:`~rffor.solvers.sums.FeatureSums`) of the training rows and of the
+   held-out rows (:func:`~rffor.solvers.sums.split_sums_task`), of the raw outputs (``Φ_Xᵀ Y``, D_x × m), so that
+   the sums of any output feature map are one product on the driver (:meth:`~rffor.solvers.sums.FeatureSums.project`);
 3. the training rows' sums are a TSQR factor ``[R | Z]`` of ``[Φ_X | Y]``; one SVD of R (the eigenbasis of the
    feature covariance C_X = RᵀR/n, :meth:`~rffor.solvers.mm.SquareMetric.from_sums`) gives the square-loss
    closed form of (P_rf) at any λ, and with any output kernel k_Θ, for one solve (MATH.md §5:
@@ -22,7 +22,8 @@ data is; the driver only combines small matrices):
    errors of that fall, paired over the held-out curves (:func:`rffor.edge_rule.significantly_better`: a bootstrap
    of the curves, the same resampled curves for both candidates, so that the noise of the curves, which no model
    removes, cancels); if the first step in one direction does not, try the other. The selected value has then been
-   compared with both of its neighbours, or the walk reached a hard bound (``Selection.at_bound``). Between values
+   compared with both of its neighbours (status "interior" or "flat", ``Selection.statuses``), or the walk reached a
+   hard bound (``Selection.at_bound``). Between values
    the held-out curves cannot tell apart the walk keeps the one it reached first: the more regularised (larger λ)
    from the start value. (A fixed fraction of the score, 1% before, stops too early on noisy curves, whose score is
    mostly their own noise.)
@@ -32,7 +33,7 @@ data is; the driver only combines small matrices):
 7. the loss's κ or ε and the output kernel's γ_Θ are walked the same way at the selected λ, then λ again
    (coordinate search, until no walk moves). A candidate with another γ_Θ has its own output factor (its Φ_Θ
    shared with the tasks once per γ_Θ; the input features the workers cached are reused) and starts from its
-   neighbour's model re-expressed in that factor (:meth:`~rffor.solvers.rff.OutputMap.coef_from`); its walk tries
+   neighbour's model re-expressed in that factor (:meth:`~rffor.outputs.OutputMap.coef_from`); its walk tries
    the larger γ_Θ first, whose factor keeps what the smaller one's holds, so that step costs a few passes. γ_Θ sets the
    smoothness along Θ: the given k_Θ may be smoother than the curves (every model is then held above the error of
    projecting the curves on its factor) or rougher than they need.
@@ -50,8 +51,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..edge_rule import SIGNIFICANCE, Axis, significantly_better, walk
+from ..executor import chunkwise
 from .maps import share_output_side
-from .mm import SquareMetric, curve_errors_task, grad_task, mm_minimize
+from .mm import SquareMetric, concat_errors, curve_errors_task, grad_task, mm_minimize
 from .problem import RFProblem
 from .sums import SplitSums, split_sums_task, square_objective_from_sums
 
@@ -70,11 +72,13 @@ PARAM_RATIO = 10.0**0.5
 PARAM_RANGE = 1e12
 
 
+@chunkwise
 def _train_grad_task(part, p, chunk_ids, split, maps, B, loss):
     """:func:`~rffor.solvers.mm.grad_task` on the training side of the split of the partition's rows."""
     return grad_task(split.view(part), p, chunk_ids, maps, B, loss)
 
 
+@chunkwise
 def _held_errors_task(part, p, chunk_ids, split, maps, Bs):
     """:func:`~rffor.solvers.mm.curve_errors_task` on the held-out side of the split of the partition's rows."""
     return curve_errors_task(split.view(part), p, chunk_ids, maps, Bs)
@@ -123,7 +127,7 @@ class Candidate:
 
 @dataclass
 class _Output:
-    """One output kernel of a search: its :class:`~rffor.solvers.rff.OutputMap`, the fit's maps with its Φ_Θ as
+    """One output kernel of a search: its :class:`~rffor.outputs.OutputMap`, the fit's maps with its Φ_Θ as
     shared with the session, its square-loss metric (C_X's eigendecomposition shared) and its closed-form sums."""
 
     out: object
@@ -159,7 +163,7 @@ class Selection:
     n_train, n_held : int
         Rows on each side.
     sums : SplitSums
-        Of the raw outputs (``xy`` of shape (D_x, m)): :meth:`~rffor.solvers.rff.FeatureSums.project` by
+        Of the raw outputs (``xy`` of shape (D_x, m)): :meth:`~rffor.solvers.sums.FeatureSums.project` by
         ``output.Phi_theta`` gives the selected model's.
     output : OutputMap
         The selected candidate's output side (its k_Θ).
@@ -313,7 +317,8 @@ def select_hyperparameters(
     param_name = loss.param_name if params is not None else None
     p0 = None if param_name is None else float(getattr(loss, param_name))
     kernel = output.kernel
-    g0 = float(getattr(kernel, kernel.param_name))
+    # a k_Θ without a bandwidth (the identity of an explicit embedding) keys its candidates by 1
+    g0 = float(getattr(kernel, kernel.param_name)) if kernel.param_name else 1.0
     search = _Search(run, problem, metric, tr, score_name, say)
     search.param_name, search.chunks = param_name, chunks
     search.significance, search.plateau = float(significance), float(plateau)
@@ -339,7 +344,7 @@ def select_hyperparameters(
     # (label, axis, direction of the first step): λ and κ/ε try the smaller value first; γ_Θ the larger one, whose
     # output factor spans about what the smaller one's does, so the neighbour's model carries over and the step
     # costs a few passes (a smaller γ_Θ drops directions of the model: tens of passes to re-converge)
-    axes = {"lam": ("λ", Axis(tuple(grid), low=LAM_BOUNDS[0], high=LAM_BOUNDS[1]), -1)}
+    axes = {"lam": ("λ", Axis(tuple(grid), step=None, low=LAM_BOUNDS[0], high=LAM_BOUNDS[1]), -1)}
     if param_name is not None:
         axes["param"] = (param_name, param_axis(params, p0), -1)
     if gammas is not None:
@@ -431,12 +436,13 @@ class _Search:
         (K, held rows)."""
         handle = self.run.share(np.ascontiguousarray(Bs))
         try:
-            errors = self.run.map(
-                _held_errors_task, self.held, o.maps, handle, chunks=self.chunks, label="held-out errors"
-            )
+            E = self.run.reduce(  # (K, held rows): every held-out row's errors, in row order
+                _held_errors_task, self.held, o.maps, handle, chunks=self.chunks, label="held-out errors",
+                combine=concat_errors,
+            )  # fmt: skip
         finally:
             self.run.release(handle)
-        return np.concatenate([e for e in errors if e is not None], axis=1)
+        return E
 
     def reduce(self, E: np.ndarray) -> np.ndarray:
         """Held-out scores from per-curve errors (K, rows): their median or mean over the curves."""

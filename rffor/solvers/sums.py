@@ -10,14 +10,16 @@ same pass gives the sums of the reweighted square loss (the warm start of :mod:`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._linalg import triangular_update
+from .._linalg import append_rows, merge_triangular
 from .._validation import fill_missing
-from ..chunked import RowSplit
+from ..chunked import RowPieces, RowSplit, row_start
+from ..executor import chunkwise
 from ..losses import Loss
 from .mm import SquareMetric
 
@@ -28,6 +30,7 @@ __all__ = [
     "sums_task",
     "split_sums_task",
     "problem_sums",
+    "sample_session",
     "closed_form_from_sums",
     "square_objective_from_sums",
 ]
@@ -39,7 +42,8 @@ _BLOCK_ROWS = 4096
 @dataclass
 class FeatureSums:
     """What the closed form needs of a set of rows (MATH.md §5, square loss), kept as a triangular factor:
-    ``+`` combines two of them (the reduce step, a TSQR merge: :func:`rffor._linalg.triangular_update`).
+    ``+`` combines two of them (the reduce step, a TSQR merge by LAPACK's triangle-pentagonal QR:
+    :func:`rffor._linalg.merge_triangular`).
 
     Rows enter as ``[φ_X(x_i) | y_iᵀ Φ_Θ]`` (times ``√w_i`` when weighted); ``r = [R | Z]`` is the R factor of
     their stack, so that ``Σ w_i φ_X φ_Xᵀ = RᵀR`` and ``Σ w_i φ_X y_iᵀ Φ_Θ = RᵀZ``. The normal equations' sums
@@ -70,7 +74,7 @@ class FeatureSums:
 
     def __add__(self, other: FeatureSums) -> FeatureSums:
         return FeatureSums(
-            triangular_update(self.r, other.r),
+            merge_triangular(self.r, other.r),
             self.yy + other.yy,
             self.n + other.n,
             self.n_missing + other.n_missing,
@@ -185,7 +189,7 @@ def feature_sums(
                 root = np.sqrt(w).astype(dtype)[:, None]
                 Phi = Phi * root  # a new array: Phi may be a cached block
                 YP_b = YP_b * root
-            sums.r = triangular_update(sums.r, np.hstack([Phi, YP_b]))
+            sums.r = append_rows(sums.r, np.hstack([Phi, YP_b]))
     return sums
 
 
@@ -244,6 +248,7 @@ def _irls_weights(loss: Loss, Phi_theta: np.ndarray, B: np.ndarray, dtype, acc: 
     return weights
 
 
+@chunkwise
 def sums_task(part, p: int, chunk_ids: Sequence[int], maps, B=None, loss: Loss | None = None, shift=None):
     """The map step of a closed form over one partition's chunks (a task of :meth:`executor session.reduce`).
 
@@ -271,6 +276,7 @@ class SplitSums:
         return SplitSums(self.train + other.train, self.held + other.held)
 
 
+@chunkwise
 def split_sums_task(part, p: int, chunk_ids, maps, split: RowSplit) -> SplitSums:
     """Closed-form sums of a partition's training rows and held-out rows (both read in one pass of its chunks).
 
@@ -285,7 +291,7 @@ def split_sums_task(part, p: int, chunk_ids, maps, split: RowSplit) -> SplitSums
     Returns
     -------
     SplitSums
-        Two :class:`~rffor.solvers.rff.FeatureSums` of the raw outputs (``xy`` of shape (D_x, m)).
+        Two :class:`~rffor.solvers.sums.FeatureSums` of the raw outputs (``xy`` of shape (D_x, m)).
     """
     chunks = [(i, X, Y) for i, X, Y in part.iter_chunks([int(i) for i in chunk_ids])]
     sides = []
@@ -302,9 +308,29 @@ class _Chunks:
         self.theta, self.m, self.d, self.chunk_rows = data.theta, data.m, data.d, data.chunk_rows
         self._chunks = chunks
         self.n_chunks = len(chunks)
+        self._data = data  # what its chunk ids stand for: where their rows start, their name in caches
+        self.cache_tag = getattr(data, "cache_tag", "all")
+
+    def row_start(self, i: int) -> int:
+        return row_start(self._data, i)
 
     def iter_chunks(self, chunk_ids=None, **_):
         yield from self._chunks
+
+
+@contextlib.contextmanager
+def sample_session(run, data, chunks: Sequence[int] | None) -> Iterator[tuple]:
+    """Where the passes over the rows of ``chunks`` (a sample of whole chunks spread over the data, or None: all)
+    run, and which chunks they select: ``(run, chunks)`` when that is every chunk; otherwise a session over
+    :class:`rffor.chunked.RowPieces` of the sample (``run.over``: each of the P partitions gets an equal share of the
+    sample's rows, in pieces) and None, so that every partition works in every pass, not only the few holding the
+    sample. The pieces depend on the sample and P only: a pass gives the same bits on every executor, and a
+    resumed fit finds the same pieces."""
+    if chunks is None or len(set(int(i) for i in chunks)) == data.n_chunks:
+        yield run, chunks
+        return
+    with run.over(RowPieces.spread(data, chunks, len(run.partitions))) as view:
+        yield view, None
 
 
 def problem_sums(run, problem, label: str, chunks=None) -> FeatureSums:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..losses import Loss
-from .sums import closed_form_from_sums, sums_task
+from .sums import closed_form_from_sums, sample_session, sums_task
 
 __all__ = ["reweighted_closed_form", "closed_form_start"]
 
@@ -83,7 +83,8 @@ def reweighted_closed_form(
 
 
 def closed_form_start(run, problem, log, *, reweight: bool = False):
-    """The square loss's closed form on the rows of ``problem.metric_chunks`` (whole chunks spread over the data),
+    """The square loss's closed form on the rows of ``problem.metric_chunks`` (whole chunks spread over the data;
+    a strict sample of them is shared by all partitions in row pieces: :func:`~rffor.solvers.sums.sample_session`),
     the warm start of the robust routes, refined by reweighted closed forms when ``reweight`` and the loss offers
     IRLS weights (``init_reweight`` of them at most). Quantile functions fit ``Y + shift`` (the output space's
     :meth:`~rffor.outputs.levels.QuantileLevels.init_shift`).
@@ -96,22 +97,27 @@ def closed_form_start(run, problem, log, *, reweight: bool = False):
     """
     tic = time.perf_counter()
     data, warm = problem.data, problem.metric_chunks
-    sums = run.reduce(sums_task, problem.maps, None, None, problem.space.init_shift(), chunks=warm, label="warm start")
-    B0 = closed_form_from_sums(sums, problem.C_theta, problem.lam, problem.m)
-    reweighted = ""
-    if reweight and problem.settings.init_reweight > 0 and problem.loss.has_irls_weights:
-        B0, objectives = reweighted_closed_form(
-            run, problem.maps, problem.C_theta, problem.loss, problem.lam, B0, warm, m=problem.m,
-            max_iter=problem.settings.init_reweight,
-        )  # fmt: skip
-        reweighted = (
-            f", then {len(objectives) - 1} reweighted closed form(s) on the same curves: objective on them "
-            f"{objectives[0]:.4g} → {min(objectives):.4g}"
-        )
-    which = "all" if len(warm) == data.n_chunks else f"{len(warm)} of {data.n_chunks}"
+    with sample_session(run, data, warm) as (over, chunks):
+        shift = problem.space.init_shift()
+        sums = over.reduce(sums_task, problem.maps, None, None, shift, chunks=chunks, label="warm start")
+        B0 = closed_form_from_sums(sums, problem.C_theta, problem.lam, problem.m)
+        reweighted = ""
+        if reweight and problem.settings.init_reweight > 0 and problem.loss.has_irls_weights:
+            B0, objectives = reweighted_closed_form(
+                over, problem.maps, problem.C_theta, problem.loss, problem.lam, B0, chunks, m=problem.m,
+                max_iter=problem.settings.init_reweight,
+            )  # fmt: skip
+            reweighted = (
+                f", then {len(objectives) - 1} reweighted closed form(s) on the same curves: objective on them "
+                f"{objectives[0]:.4g} → {min(objectives):.4g}"
+            )
+    which = (
+        "all chunks"
+        if warm is None or len(warm) == data.n_chunks
+        else f"{len(warm)} of {data.n_chunks} chunks, shared by the {len(run.partitions)} partitions in row pieces"
+    )
     log.message(
-        f"warm start: square-loss closed form on {sums.n} curves ({which} chunks, spread over the "
-        f"partitions), sums computed where the data is, solved on the driver{reweighted} "
-        f"({time.perf_counter() - tic:.1f} s)"
+        f"warm start: square-loss closed form on {sums.n} curves ({which}), sums computed where the data is, solved "
+        f"on the driver{reweighted} ({time.perf_counter() - tic:.1f} s)"
     )
     return B0, sums

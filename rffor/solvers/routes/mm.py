@@ -15,16 +15,18 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from ...executor import chunkwise
 from ..fit_log import FitLog
 from ..mm import MMRun, SquareMetric, grad_task, mm_steps
 from ..problem import RFProblem, Start
 from ..result import RFFResult
-from ..sums import problem_sums
+from ..sums import problem_sums, sample_session
 from ..warm_start import closed_form_start
 
 __all__ = ["fit", "both_sides_grad_task"]
 
 
+@chunkwise
 def both_sides_grad_task(part, p, chunk_ids, split, maps, B, loss):
     """:func:`~rffor.solvers.mm.grad_task` over all the partition's rows, summed side by side of the split: the
     refit after a selection reads the features the selection's passes cached for each side."""
@@ -55,7 +57,8 @@ def fit(run, problem: RFProblem, start: Start, log: FitLog) -> RFFResult:
     if start.state is None and B0 is None and s.init == "closed_form":
         B0, sums = closed_form_start(run, problem, log)
     if sums is None:  # resumed, or started from zero: the feature covariance for the metric
-        sums = problem_sums(run, problem, "covariance", chunks=problem.metric_chunks)
+        with sample_session(run, problem.data, problem.metric_chunks) as (over, chunks):
+            sums = problem_sums(over, problem, "covariance", chunks=chunks)
     tic = time.perf_counter()
     metric = SquareMetric.from_sums(sums, problem.C_theta, problem.lam)
     D_x = problem.input_features.n_features

@@ -1,11 +1,12 @@
 """The doubly stochastic route (MATH.md §5): rounds of local DSGD with periodic parameter averaging.
 
 Each round, every partition runs K local steps from the current state on its own rows where the data is
-(:func:`rffor.solvers.round_plan.round_task`, seeded by ``(random_state, round, partition)``), and the driver
-averages the partitions' states in partition order (:func:`rffor.solvers.round_plan.average_states`), writes a
-checkpoint and reports progress. The start is the square loss's closed form on a sample of curves spread over the
-data, refined by reweighted closed forms for losses with IRLS weights (:mod:`rffor.solvers.warm_start`), or zero;
-the steps are preconditioned by ``(C_X + λI)^{-1}`` on the top eigenvectors of that sample's feature covariance.
+(:func:`rffor.solvers.round_plan.round_task`, seeded by ``(random_state, round, partition)``); the partitions'
+weighted states merge by the executor's fixed tree on the workers (:class:`rffor.solvers.round_plan.RoundSums`), and
+the driver receives their average, writes a checkpoint and reports progress. The start is the square loss's closed
+form on a sample of curves spread over the data, refined by reweighted closed forms for losses with IRLS weights
+(:mod:`rffor.solvers.warm_start`), or zero; the steps are preconditioned by ``(C_X + λI)^{-1}`` on the top
+eigenvectors of that sample's feature covariance.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from ..dsgd import LevelSampler, Preconditioner, SGDConfig, SGDState, epoch_step
 from ..fit_log import FitLog
 from ..problem import RFProblem, Start
 from ..result import RFFResult
-from ..round_plan import RoundPlan, auto_step_size, average_states, round_task
-from ..sums import problem_sums
+from ..round_plan import RoundPlan, auto_step_size, finish_round, round_task
+from ..sums import problem_sums, sample_session
 from ..warm_start import closed_form_start
 
 __all__ = ["fit"]
@@ -54,7 +55,8 @@ def fit(run, problem: RFProblem, start: Start, log: FitLog) -> RFFResult:
     else:
         state = SGDState.zeros(phi_x.n_features, Phi_theta.shape[1], dtype)
     if sums is None and s.precondition_rank > 0:  # resumed, or started from zero: the preconditioner's covariance
-        sums = problem_sums(run, problem, "covariance", chunks=problem.metric_chunks)
+        with sample_session(run, data, problem.metric_chunks) as (over, chunks):
+            sums = problem_sums(over, problem, "covariance", chunks=chunks)
 
     # ---- the plan of the rounds: steps, step size, preconditioner ----------------------------------------------
     batch_size = s.batch_size
@@ -99,7 +101,8 @@ def fit(run, problem: RFProblem, start: Start, log: FitLog) -> RFFResult:
         theta=np.asarray(data.theta, dtype=np.float64),
         lam_nc=s.lam_nc,
     )
-    plan = RoundPlan(round_steps, config, phi_x, Phi_theta, problem.random_state, n_partitions=P)
+    n_active = sum(1 for part in run.partitions if epoch_steps(data, part, batch_size) > 0)
+    plan = RoundPlan(round_steps, config, phi_x, Phi_theta, problem.random_state, n_partitions=P, n_active=n_active)
     plan_h = run.share(plan)  # once: the configuration, the preconditioner and Φ_Θ do not change between rounds
     n_rounds = plan.n_rounds
     log.message(
@@ -113,10 +116,10 @@ def fit(run, problem: RFProblem, start: Start, log: FitLog) -> RFFResult:
         tic = time.perf_counter()
         state_h = run.share(state)
         try:
-            results = run.map(round_task, plan_h, state_h, r, label=f"round {r + 1}")
+            sums = run.reduce(round_task, plan_h, state_h, r, label=f"round {r + 1}")
         finally:
             run.release(state_h)
-        state, steps, loss_sum = average_states(state, results)
+        state, steps, loss_sum = finish_round(state, sums)
         seconds = time.perf_counter() - tic
         mean_loss = loss_sum / steps if steps else float("nan")
         record = {
