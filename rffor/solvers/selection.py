@@ -18,15 +18,16 @@ data is; the driver only combines small matrices):
    000 §5.1: a minority of outlying validation curves does not move it) or their mean for the square loss;
 5. a **walk** along one hyperparameter from the best of them (:func:`select_hyperparameters`): step to the
    neighbouring value of the grid (past its ends, further values at the grid's end ratio: a grid edge never wins
-   silently) and keep going while a step lowers the held-out score by more than ``significance`` (2) standard
-   errors of that fall, paired over the held-out curves (:func:`rffor.edge_rule.significantly_better`: a bootstrap
-   of the curves, the same resampled curves for both candidates, so that the noise of the curves, which no model
-   removes, cancels); if the first step in one direction does not, try the other. The selected value has then been
-   compared with both of its neighbours (status "interior" or "flat", ``Selection.statuses``), or the walk reached a
-   hard bound (``Selection.at_bound``). Between values
-   the held-out curves cannot tell apart the walk keeps the one it reached first: the more regularised (larger λ)
-   from the start value. (A fixed fraction of the score, 1% before, stops too early on noisy curves, whose score is
-   mostly their own noise.)
+   silently) and keep going while a step lowers the held-out score by more than ``significance`` standard errors
+   of that fall, paired over the held-out curves (:func:`rffor.edge_rule.significantly_better`: a bootstrap of
+   the curves, the same resampled curves for both candidates, so that the noise of the curves, which no model
+   removes, cancels); the default, :data:`rffor.edge_rule.SIGNIFICANCE` = 0, takes any fall (the threshold that
+   came closest to the clean-test oracle in the design study of benchmarks/learning_curve.py ``--rules``). If the
+   first step in one direction does not, try the other. The selected value has then been compared with both of
+   its neighbours (status "interior" or "flat", ``Selection.statuses``), or the walk reached a hard bound
+   (``Selection.at_bound``). Between values the held-out curves cannot tell apart the walk keeps the one it
+   reached first: the more regularised (larger λ) from the start value. (A fixed fraction of the score, 1%
+   before, stops too early on noisy curves, whose score is mostly their own noise.)
 6. robust losses: each candidate is fitted by accelerated majorize–minimize passes
    (:func:`~rffor.solvers.mm.mm_minimize`) warm-started at its neighbour's model, which costs a few passes where a
    start from the closed form costs tens;
@@ -277,9 +278,9 @@ def select_hyperparameters(
     gammas : sequence of float, optional
         The grid of k_Θ's bandwidth, walked from the problem's k_Θ (a single value: by :data:`PARAM_RATIO`); every
         value gets its own output side (:func:`rffor.solvers.maps.share_output_side`).
-    significance : float, default 2
+    significance : float, default :data:`rffor.edge_rule.SIGNIFICANCE` (0)
         A step of a walk is taken only if it lowers the held-out score by more than this many standard errors of
-        the fall, paired over the held-out curves (:func:`rffor.edge_rule.significantly_better`).
+        the fall, paired over the held-out curves (:func:`rffor.edge_rule.significantly_better`; 0: any fall).
     plateau : float, default 0
         ... and by at least this fraction of the score (:func:`rffor.edge_rule.improves`; 0: any fall the curves
         show).
