@@ -652,14 +652,16 @@ def test_auto_n_features_grows_like_the_root_of_n_within_the_cap():
     from rffor.settings import AUTO_MIN_FEATURES
 
     auto = RFSettings(n_features_x="auto", input_features="nystrom", max_features_x=2000)
-    ns = [10, 1_000, 10_000, 40_000, 100_000, 300_000, 1_000_000, 10_000_000]
+    ns = [10, 200, 10_000, 40_000, 100_000, 300_000, 1_000_000, 10_000_000]
+    assert c * np.sqrt(200) < AUTO_MIN_FEATURES < 200 and c * np.sqrt(10**6) > 2000  # the floor and the cap bind
     got = [auto.n_features_for(n) for n in ns]
     assert got == [min(max(int(np.ceil(c * np.sqrt(n))), AUTO_MIN_FEATURES), 2000, n) for n in ns]
     assert got[0] == 10 and got[1] == AUTO_MIN_FEATURES and got[-2:] == [2000, 2000]  # n, the floor, the cap
     assert got[3] == int(np.ceil(c * 200)) and got[5] > got[4] > got[3]  # √n in between: 4x the curves, 2x the M
     assert auto.replace(max_features_x=500).n_features_for(10**6) == 500
     rff = auto.replace(input_features="rff", max_features_x=1001)
-    assert [rff.n_features_for(n) for n in (10_001, 10**6)] == [202, 1000]  # even: up, or down at an odd cap
+    odd = int(np.ceil(c * np.sqrt(10_001)))
+    assert odd % 2 == 1 and [rff.n_features_for(n) for n in (10_001, 10**6)] == [odd + 1, 1000]  # even: up, or down
     assert RFSettings(n_features_x=300).n_features_for(10**6) == 300
     for bad, match in (({"n_features_x": "many"}, "n_features_x"), ({"max_features_x": 1}, "max_features_x")):
         with pytest.raises(ValueError, match=match):
