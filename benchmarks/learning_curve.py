@@ -63,6 +63,7 @@ import functools
 import gc
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -407,6 +408,13 @@ def main(argv=None) -> int:
     parser.add_argument("--floor-results", type=Path, nargs="*",
                         default=[RESULTS / f"learning_curve_{k}.json" for k in FLOOR_RESULTS],
                         help="results of the noise-free runs of issue 13 (the approximation-floor table)")  # fmt: skip
+    parser.add_argument(
+        "--study-logs",
+        type=Path,
+        nargs="*",
+        default=sorted(RESULTS.glob("learning_curve_*seed*.log")),
+        help="progress logs of design-study runs (their record lines): added to the study tables",
+    )
     parser.add_argument("--report-only", type=Path, nargs="+", default=None,
                         help="rebuild the README block and figure from these results JSON files (their records "
                         "merged; no fitting)")  # fmt: skip
@@ -414,7 +422,7 @@ def main(argv=None) -> int:
     if args.report_only is not None:
         runs = [dict(json.loads(p.read_text()), file=p.name) for p in args.report_only]
         fig = figure_path("learning_curve", False)
-        text = report(runs, fig, floor_runs(args.floor_results))
+        text = report(runs, fig, floor_runs(args.floor_results), study_logs(args.study_logs))
         if not args.no_readme:
             write_section("learning_curve", text, args.readme)
         print(text)
@@ -510,7 +518,7 @@ def main(argv=None) -> int:
     save_json(name, payload())
     runs = [dict(payload(), file=f"{name}.json")]
     fig = figure_path("learning_curve", args.quick)
-    text = report(runs, fig, floor_runs(args.floor_results))
+    text = report(runs, fig, floor_runs(args.floor_results), study_logs(args.study_logs))
     if not args.no_readme and not args.quick:
         write_section("learning_curve", text, args.readme)
     print(text)
@@ -521,6 +529,33 @@ def main(argv=None) -> int:
 def floor_runs(paths) -> list[dict]:
     """The noise-free runs of issue 13 that exist (the approximation-floor table)."""
     return [dict(json.loads(Path(p).read_text()), file=Path(p).name) for p in paths or [] if Path(p).exists()]
+
+
+LOG_LINE = re.compile(
+    r"^\s*(?P<method>\S+) (?P<data>\S+) ρ=(?P<noise>[\d.e-]+) n=(?P<n>[\d,]+) draw (?P<draw>\d+) M=(?P<M>\d+) "
+    r"(?P<rule>\S+): NMSE (?P<nmse>[\d.e+-]+) \(oracle (?P<oracle>[\d.e+-]+|—)\), (?P<seconds>[\d.]+) s$"
+)
+
+
+def study_logs(paths) -> list[dict]:
+    """Records of design-study runs kept only as their progress output (the lines :func:`main` prints per record;
+    the seed from the file name, ``..._seedK.log``): test NMSE, oracle and time; no selection details."""
+    runs = []
+    for p in paths or []:
+        p = Path(p)
+        seed = int(re.search(r"seed(\d+)", p.name).group(1))
+        recs = []
+        for line in p.read_text().splitlines():
+            m = LOG_LINE.match(line)
+            if m:
+                g = m.groupdict()
+                recs.append(dict(method=g["method"], data=g["data"], noise=float(g["noise"]),
+                                 n=int(g["n"].replace(",", "")), draw=int(g["draw"]), n_centres=int(g["M"]),
+                                 centres=g["M"], rule=g["rule"], nmse=float(g["nmse"]), seconds=float(g["seconds"]),
+                                 oracle_nmse=None if g["oracle"] == "—" else float(g["oracle"]), seed=seed,
+                                 log=p.name))  # fmt: skip
+        runs.append(dict(file=p.name, seed=seed, records=recs))
+    return runs
 
 
 def _spread(values) -> str:
@@ -602,6 +637,8 @@ def rules_table(records) -> str | None:
         return None
 
     def desc(r):
+        if "lam" not in r:  # a record read from a progress log
+            return fmt(r["nmse"])
         return (f"{fmt(r['nmse'])} (λ {r['lam']:.0e}, κ {r['kappa']:.3g}, γ_Θ {r['gamma_theta']:.3g}; "
                 f"{r['candidates']} cand.)")  # fmt: skip
 
@@ -807,13 +844,14 @@ def plot(records, path: Path) -> None:
     plt.close(fig)
 
 
-def report(runs, fig, floor) -> str:
+def report(runs, fig, floor, logs=()) -> str:
     """The README block from the runs' results: the reported learning curve (the runs of the smallest seed that ran
-    the library's rule with M "auto"), the design studies (the runs of any other seed), the goals, the floor."""
+    the library's rule with M "auto"), the design studies (the runs of any other seed, and ``logs``: records read
+    by :func:`study_logs`), the goals, the floor."""
     records = [dict(r, run=i, seed=run["args"].get("seed", 0)) for i, run in enumerate(runs) for r in run["records"]]
     seeds = {r["seed"] for r in records if r["method"] == "rffor" and r["centres"] == "auto" and r["rule"] == "new"}
     seed = min(seeds) if seeds else min(r["seed"] for r in records)
-    study = [r for r in records if r["seed"] != seed]
+    study = [r for r in records if r["seed"] != seed] + [r for log in logs for r in log["records"]]
     records = [r for r in records if r["seed"] == seed]
     plot(records, fig)
     first = next(run for run in runs if run["args"].get("seed", 0) == seed)
@@ -854,6 +892,12 @@ def report(runs, fig, floor) -> str:
         "Runs merged here (each with its own arguments, read from its results file):",
         "",
         *[run_line(run) for run in runs],
+        *[
+            f"- `{log['file']}` (design study, seed {log['seed']}): the progress lines of a run of this script whose "
+            "results file was not kept (its command was not recorded): "
+            + ", ".join(sorted({f"{r['rule']} at n = {r['n']:,} draw {r['draw']}" for r in log["records"]}))
+            for log in logs
+        ],
     ]
     means_by_rho = {}
     for rho in rhos:
