@@ -65,8 +65,9 @@ SGD_INIT_MAX_ROWS = 50_000
 #: ``n_features_x="auto"``: c of M = ⌈c √n⌉ (FALKON's M ∝ √n, Rudi et al. 2017, keeps the statistical rate with
 #: √n centres). The constant is the smallest M/√n past which more centres stopped lowering the best model of a fixed
 #: (λ, κ) grid scored on clean test curves, in a design study on data of another seed than the reported learning
-#: curve (benchmarks/learning_curve.py ``--centres``, seed 1, noise 1% of the signal's energy, 10% Type 2 outliers,
-#: n = 10⁴): oracle test NMSE 8.75e-5 at M = 250, 8.08e-5 at 500, 8.21e-5 at 1000, so M = 500 = 5√n
+#: curve (benchmarks/learning_curve.py ``--seed 1 --centres 250 500 1000``, noise 1% of the signal's energy, 10% Type 2
+#: outliers): oracle test NMSE at M = 250 / 500 / 1000: 8.52e-5 / 7.93e-5 / 7.92e-5 at n = 10⁴, 5.15e-5 / 3.58e-5 /
+#: 3.67e-5 at n = 3·10⁴; M = 500 suffices at both, 5√n at 10⁴ (2.9√n at 3·10⁴), so c = 5
 AUTO_FEATURES_PER_SQRT_N = 5.0
 
 #: ``n_features_x="auto"``: at least this many features (or n, if fewer)
