@@ -387,6 +387,7 @@ def main(argv=None) -> int:
                         help="noise variance as a fraction ρ of the curves' energy per point (SNR = 1/ρ)")  # fmt: skip
     parser.add_argument("--draws", type=int, default=3, help="training streams at n <= --draw-max-n")
     parser.add_argument("--draw-max-n", type=int, default=100_000)
+    parser.add_argument("--first-draw", type=int, default=0, help="start at this draw (a run split in parts)")
     parser.add_argument("--centres", nargs="+", default=["auto"],
                         help="n_features_x of the robust fit: 'auto' and/or fixed M (the centres study)")  # fmt: skip
     parser.add_argument("--max-centres", type=int, default=2000, help="max_features_x of 'auto'")
@@ -459,7 +460,7 @@ def main(argv=None) -> int:
         for rho in args.noise:
             for n in args.ns:
                 on = client if n >= args.cluster_min_n else None
-                for draw in range(args.draws if n <= args.draw_max_n else 1):
+                for draw in range(args.first_draw, args.draws if n <= args.draw_max_n else 1):
                     base = dict(noise=rho, n=n, draw=draw)
                     X, Y = training(args.seed, draw, n, rho)
                     M_auto = None
@@ -707,7 +708,7 @@ def run_line(run) -> str:
     a = run.get("args", {})
     what = sorted({(r["method"], r["data"]) for r in run["records"]})
     ns = sorted({r["n"] for r in run["records"]})
-    keys = ("threads", "noise", "draws", "draw_max_n", "centres", "max_centres", "rules", "oracle_max_n",
+    keys = ("threads", "noise", "first_draw", "draws", "draw_max_n", "centres", "max_centres", "rules", "oracle_max_n",
             "cluster_min_n", "store_n", "n_test", "seed")  # fmt: skip
     return (f"- `{run['file']}`: `python {' '.join(run.get('argv') or ['?'])}` ({run['info'].get('date', '?')}, "
             f"{run.get('wall_seconds', float('nan')) / 60:.1f} min, load average at the start "
