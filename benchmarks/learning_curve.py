@@ -645,20 +645,23 @@ def rules_table(records) -> str | None:
 
     rows, ratios = [], {k: [] for k in rules}
     for rho, n, draw, centres in sorted({(r["noise"], r["n"], r["draw"], r["centres"])
-                                         for r in _group(records, method="rffor", rule=rules[0])}):  # fmt: skip
+                                         for r in _group(records, method="rffor") if r["rule"] in rules}):  # fmt: skip
         got = {k: _group(records, method="rffor", rule=k, noise=rho, n=n, draw=draw, centres=centres) for k in rules}
-        if not all(got.values()):
+        if sum(map(bool, got.values())) < 2:
             continue
-        got = {k: v[0] for k, v in got.items()}
-        orc = next((r["oracle_nmse"] for r in got.values() if r.get("oracle_nmse")), None)
+        got = {k: v[0] if v else None for k, v in got.items()}
+        orc = next((r["oracle_nmse"] for r in got.values() if r and r.get("oracle_nmse")), None)
         cells = []
         for k in rules:
             r = got[k]
+            if r is None:
+                cells.append("—")
+                continue
             o = r.get("oracle_nmse") or orc
             if o:
                 ratios[k].append(r["nmse"] / o)
             cells.append(desc(r) + (f"; {fmt(r['nmse'] / o, 3)}x" if o else ""))
-        rows.append([f"{rho:g}", f"{n:,}", draw, got[rules[0]]["n_centres"], *cells, fmt(orc)])
+        rows.append([f"{rho:g}", f"{n:,}", draw, centres, *cells, fmt(orc)])
     rows.append(["", "", "", "ratio to the oracle: geometric mean (worst)",
                  *[f"{fmt(np.exp(np.mean(np.log(v))), 3)} ({fmt(max(v), 3)})" if v else "—" for v in ratios.values()],
                  ""])  # fmt: skip
@@ -676,6 +679,8 @@ def centres_table(records) -> str | None:
         return None
     rows = []
     for rho, n, rule in sorted({(r["noise"], r["n"], r["rule"]) for r in _group(records, method="rffor")}):
+        if len({r["centres"] for r in _group(records, method="rffor", rule=rule, noise=rho, n=n)}) < 2:
+            continue  # one M: a row of the rules table
         cells = []
         for spec in [str(M) for M in fixed] + ["auto"]:
             g = _group(records, method="rffor", rule=rule, noise=rho, n=n, centres=spec)
