@@ -735,9 +735,13 @@ def goals(records, study, means_by_rho) -> list[str]:
             drop = means[a][0] - means[b][0]
             spread = max(s for s in (means[a][1], means[b][1], ref) if s is not None) if ref is not None else None
             ok = drop > spread if spread is not None else drop > 0
+            single = [f"{v:,}" for v in (a, b) if means[v][1] is None]
             steps.append(f"{a:,} → {b:,}: {fmt(means[a][0])} → {fmt(means[b][0])} "
                          f"({'falls by more than' if ok else '**NOT** below by more than'} the draw spread "
-                         f"{fmt(spread)})")  # fmt: skip
+                         f"{fmt(spread)}" + (f"; one draw at n = {' and '.join(single)}: the spread is the largest "
+                                             "measured at another n" if single else "") + ")")  # fmt: skip
+        if not steps:
+            steps = [f"one n only ({', '.join(f'{n:,}' for n in ns)}): not measured"]
         out.append(f"- ρ = {rho:g}, falling at every step by more than the spread of the draws: " + "; ".join(steps)
                    + (" (only these n measured)." if 1_000_000 not in means else "."))  # fmt: skip
         if 100_000 in means and 1_000_000 in means:
