@@ -47,6 +47,7 @@ __all__ = [
     "ChunkSubset",
     "ExpandedTargets",
     "RowSplit",
+    "splitmix64",
     "as_data",
     "chunk_rows",
     "partition_chunks",
@@ -238,14 +239,36 @@ class ChunkSubset(ArrayData):
         return f"ChunkSubset(chunks={sorted(self._chunks)}, n={self.n}, d={self.d}, m={self.m})"
 
 
+def splitmix64(g: np.ndarray) -> np.ndarray:
+    """The SplitMix64 hash of unsigned 64-bit integers (Steele, Lea & Flood 2014; the seeding generator of
+    xoshiro): ``z = g + 0x9E3779B97F4A7C15``, then ``z ^= z >> 30; z *= 0xBF58476D1CE4E5B9; z ^= z >> 27;
+    z *= 0x94D049BB133111EB; z ^= z >> 31``, all modulo 2⁶⁴ (a bijection of the 64-bit integers whose output bits
+    each depend on every input bit).
+
+    Parameters
+    ----------
+    g : ndarray of uint64
+
+    Returns
+    -------
+    ndarray of uint64, the shape of g
+    """
+    z = np.asarray(g, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
 class RowSplit:
     """A hold-out split of the rows of any chunked dataset, by a hash of each row's global index.
 
-    Row ``g`` (``g = i · chunk_rows + local index`` in chunk i) is held out when
-    ``(g · 2654435761 mod 2³²) mod modulus == 0`` (Knuth's multiplicative hash): about one row in ``modulus``,
-    spread over every chunk and so over every partition, and the same whatever the chunking, partitioning or
-    executor (the index is global). Hashing rather than ``g mod modulus`` keeps the split
-    unrelated to a periodic order of the rows.
+    Row ``g`` (``g = i · chunk_rows + local index`` in chunk i) is held out when ``splitmix64(g) mod modulus == 0``
+    (:func:`splitmix64`, the finaliser of Steele, Lea & Flood's SplitMix64: every bit of the 64-bit result depends
+    on every bit of g): about one row in ``modulus``, spread over every chunk and so over every partition, and the
+    same whatever the chunking, partitioning or executor (the index is global). Hashing rather than
+    ``g mod modulus`` keeps the split unrelated to a periodic order of the rows (e.g. two interleaved sources), for
+    every modulus: a multiplicative hash ``(g · a mod 2³²) mod modulus`` with an odd a, used before, keeps g's low
+    bits, so that with an even modulus (the default ``holdout=10``) only even rows were ever held out.
 
     Parameters
     ----------
@@ -265,8 +288,7 @@ class RowSplit:
 
     def mask(self, start: int, rows: int) -> np.ndarray:
         """Boolean mask of shape (rows,): the rows ``start … start + rows − 1`` on this side."""
-        g = np.arange(start, start + rows, dtype=np.uint64)
-        h = (g * np.uint64(2654435761)) % np.uint64(2**32)
+        h = splitmix64(np.arange(start, start + rows, dtype=np.uint64))
         return (h % np.uint64(self.modulus) == 0) == self.held_out
 
     def view(self, data) -> _SplitView:

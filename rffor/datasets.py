@@ -10,7 +10,8 @@ The generator and the three outlier types follow Lambert, Bouche, Szabó & d'Alc
   ``L z`` with ``L`` the Cholesky factor of the covariance matrix (plus a tiny jitter) and ``z ~ N(0, I)``.
 - All randomness comes from the ``random_state`` argument; there is no global state.
 
-Public functions: :func:`make_synthetic`, :func:`sample_synthetic`, :func:`add_outliers`, and the real-data loader
+Public functions: :func:`make_synthetic`, :func:`sample_synthetic`, :func:`synthetic_signal_energy` (the scale of
+observation noise stated as a signal-to-noise ratio), :func:`add_outliers`, and the real-data loader
 :func:`load_gait` (defined in :mod:`rffor.realdata`, which needs the optional ``realdata`` extra when called).
 """
 
@@ -26,7 +27,7 @@ from sklearn.utils import Bunch
 from ._validation import check_generator, check_int, check_real
 from .realdata import load_gait
 
-__all__ = ["make_synthetic", "sample_synthetic", "add_outliers", "load_gait"]
+__all__ = ["make_synthetic", "sample_synthetic", "synthetic_signal_energy", "add_outliers", "load_gait"]
 
 #: Length scales of the r = 4 components of the synthetic data (paper 000, B.2.1).
 SYNTHETIC_LENGTH_SCALES: tuple[float, ...] = (0.05, 0.1, 0.5, 0.7)
@@ -289,6 +290,36 @@ def sample_synthetic(
         raise ValueError(f"nonlinear must be a bool, got {nonlinear!r}")
     U = check_generator(random_state).uniform(-0.5, 0.5, size=(n, r))
     return U @ G_in, (_nonlinear_coefficients(U) if nonlinear else U) @ G_out
+
+
+def synthetic_signal_energy(components_out: ArrayLike, *, nonlinear: bool = False) -> float:
+    """The expected energy per grid point of the output curves of :func:`sample_synthetic`,
+    ``E[(1/m) Σ_j y(θ_j)²]`` over the coefficients, in closed form.
+
+    With ``y = Σ_c a_c g_c`` (``a_c = u_c``, or ``f_c(u)`` when ``nonlinear``) and ``u ~ U[-0.5, 0.5]^4``, the
+    coefficients are uncorrelated with ``E[a_c²] = 1/12`` (linear) or ``1/8 + 1/36 = 11/72`` (nonlinear:
+    ``E[sin²(2π u)]/4 = 1/8``, ``4 E[u²]² = 1/36``, and every cross moment vanishes by symmetry), so the energy is
+    ``E[a_c²] · (1/m) Σ_j Σ_c g_c(θ_j)²``. Observation noise of variance ``ρ`` times this energy on every grid point
+    is a signal-to-noise ratio of 1/ρ.
+
+    Parameters
+    ----------
+    components_out : array-like of shape (4, m)
+        ``make_synthetic(...).components_out``.
+    nonlinear : bool, default=False
+        Must match the ``make_synthetic`` call the components come from.
+
+    Returns
+    -------
+    float
+    """
+    G = _as_float_2d(components_out, "components_out")
+    if G.shape[0] != len(SYNTHETIC_LENGTH_SCALES):
+        raise ValueError(f"components_out must have {len(SYNTHETIC_LENGTH_SCALES)} rows, got {G.shape[0]}")
+    if not isinstance(nonlinear, bool | np.bool_):
+        raise ValueError(f"nonlinear must be a bool, got {nonlinear!r}")
+    second_moment = 11.0 / 72.0 if nonlinear else 1.0 / 12.0
+    return float(second_moment * np.mean(np.sum(G**2, axis=0)))
 
 
 def add_outliers(

@@ -27,9 +27,10 @@ __all__ = ["FunctionalRegressor", "load", "RF_OPTIONS"]
 #: the random-feature options (:class:`rffor.settings.RFSettings`) that FunctionalRegressor takes as parameters, with
 #: the settings' defaults, constraints and documentation
 RF_OPTIONS = (
-    "lam", "loss_params", "kernel_theta_params", "selection_rows", "rff_method", "n_features_x", "input_features",
-    "output_features", "n_features_theta", "output_rank_tol", "batch_size", "n_epochs", "max_steps", "n_theta_samples",
-    "step_size", "local_steps", "n_partitions", "partitions_per", "init", "init_reweight", "precondition_rank",
+    "lam", "loss_params", "kernel_theta_params", "selection_rows", "rff_method", "n_features_x", "max_features_x",
+    "input_features", "output_features", "n_features_theta", "output_rank_tol", "batch_size", "n_epochs", "max_steps",
+    "n_theta_samples", "step_size", "local_steps", "n_partitions", "partitions_per", "init", "init_reweight",
+    "precondition_rank",
     "dtype",
 )  # fmt: skip
 
@@ -131,6 +132,9 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         rff with MM passes: the model the final fit started from (the square-loss closed form, or with
         ``lam="auto"`` the selected candidate, fitted on the selection's training curves), to compare with
         ``coef_``. Not saved in model files.
+    n_features_x_ : int
+        rff: D_x of the fitted model (Nyström: the number of centres M), the number ``n_features_x="auto"``
+        resolved to for the training curves.
     n_features_in_ : int
 
     Examples
@@ -180,6 +184,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         max_iter=None,
         rff_method=DEFAULTS.rff_method,
         n_features_x=DEFAULTS.n_features_x,
+        max_features_x=DEFAULTS.max_features_x,
         input_features=DEFAULTS.input_features,
         output_features=DEFAULTS.output_features,
         n_features_theta=DEFAULTS.n_features_theta,
@@ -218,6 +223,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.max_iter = max_iter
         self.rff_method = rff_method
         self.n_features_x = n_features_x
+        self.max_features_x = max_features_x
         self.input_features = input_features
         self.output_features = output_features
         self.n_features_theta = n_features_theta
@@ -458,6 +464,13 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self.lam_path_ = None if result.path is None else result.path.to_dict()
         self._Phi_theta_grid = result.output_features.transform(theta)
         return self
+
+    @property
+    def n_features_x_(self) -> int:
+        """rff: D_x of the fitted model (Nyström: M), what ``n_features_x="auto"`` resolved to."""
+        if not hasattr(self, "input_features_"):
+            raise AttributeError("n_features_x_ exists after a random-feature fit (solver='rff')")
+        return int(self.input_features_.n_features)
 
     # ------------------------------------------------------------------ predict
     def predict(self, X, theta=None):

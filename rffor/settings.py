@@ -36,6 +36,8 @@ __all__ = [
     "AUTO_EXACT_MAX_N",
     "DEFAULT_N_FEATURES_THETA",
     "SGD_INIT_MAX_ROWS",
+    "AUTO_FEATURES_PER_SQRT_N",
+    "AUTO_MIN_FEATURES",
     "Int",
     "Real",
     "Choice",
@@ -59,6 +61,17 @@ DEFAULT_N_FEATURES_THETA = 200
 
 #: rows of the closed-form warm start and of the preconditioner's covariance of DSGD when ``init_max_rows`` is None
 SGD_INIT_MAX_ROWS = 50_000
+
+#: ``n_features_x="auto"``: c of M = ⌈c √n⌉ (FALKON's M ∝ √n, Rudi et al. 2017, keeps the statistical rate with
+#: √n centres). The constant is the smallest M/√n past which more centres stopped lowering the best model of a fixed
+#: (λ, κ) grid scored on clean test curves, in a design study on data of another seed than the reported learning
+#: curve (benchmarks/learning_curve.py ``--seed 1 --centres 250 500 1000``, noise 1% of the signal's energy, 10% Type 2
+#: outliers): oracle test NMSE at M = 250 / 500 / 1000: 8.52e-5 / 7.93e-5 / 7.92e-5 at n = 10⁴, 5.15e-5 / 3.58e-5 /
+#: 3.67e-5 at n = 3·10⁴; M = 500 suffices at both, 5√n at 10⁴ (2.9√n at 3·10⁴), so c = 5
+AUTO_FEATURES_PER_SQRT_N = 5.0
+
+#: ``n_features_x="auto"``: at least this many features (or n, if fewer)
+AUTO_MIN_FEATURES = 100
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -284,11 +297,26 @@ class RFSettings:
         "on all curves then use the feature covariance of the selection's curves as their metric. None: select on "
         "all curves.",
     )  # fmt: skip
-    n_features_x: int = _opt(
-        1000, Int(2), type_doc="int", cli="--features-x", metavar="D",
-        brief="random features of k_X (even), or Nyström centres M",
+    n_features_x: int | str = _opt(
+        1000, Int(2), Choice(("auto",)), type_doc='int or "auto"', cli="--features-x", metavar="D|auto",
+        brief=f"random features of k_X (even), or Nyström centres M; auto: M = {AUTO_FEATURES_PER_SQRT_N:g}√n within "
+        "--max-features-x",
         doc="D_x (even) for random features of k_X; the number of Nyström centres M (at most n) for Nyström "
-        "features, which keep every direction of the centres' span (D_x = M).",
+        "features, which keep every direction of the centres' span (D_x = M). \"auto\": grows with the number of "
+        "training curves n, ``M = ⌈c √n⌉`` with c = :data:`rffor.settings.AUTO_FEATURES_PER_SQRT_N` (FALKON's "
+        "M ∝ √n; the constant measured on noisy curves in benchmarks/learning_curve.py), at least "
+        ":data:`rffor.settings.AUTO_MIN_FEATURES` and at most ``max_features_x`` and n (rounded up to even for "
+        "random features); the number used is ``RFFResult.input_features.n_features`` (the estimators' "
+        "``n_features_x_``).",
+    )  # fmt: skip
+    max_features_x: int = _opt(
+        2000, Int(2), type_doc="int", cli="--max-features-x", metavar="M",
+        brief="with --features-x auto: at most this many features (the memory and time budget)",
+        doc="``n_features_x=\"auto\"``: at most this many features, the budget of memory and time: a pass costs "
+        "about n·M·(d + M) flops for Nyström features (n·M·d for random features) when they are not cached, the "
+        "feature cache holds n·M·8 bytes (float64) to keep them between passes (``feature_cache``), and the driver "
+        "eigendecomposes M × M matrices. The default 2000 keeps a robust fit on 10⁶ curves of 100 points within "
+        "about 10 minutes on 2 cores (benchmarks/learning_curve.py). Ignored for an integer ``n_features_x``.",
     )  # fmt: skip
     input_features: str = _opt(
         "auto", Choice(("auto", "rff", "orf", "nystrom")), type_doc='{"auto", "rff", "orf", "nystrom"}',
@@ -520,13 +548,26 @@ class RFSettings:
         features = self.input_features
         if features == "auto":
             features = "rff" if self.route(loss) == "sgd" else "nystrom"
-        if features in ("rff", "orf") and self.n_features_x % 2:
+        if features in ("rff", "orf") and self.n_features_x != "auto" and self.n_features_x % 2:
             raise ValueError(
                 f"n_features_x must be even for random Fourier features (a cosine and a sine per frequency), got "
                 f"{self.n_features_x}"
             )
         dtype = self.dtype or ("float64" if features == "nystrom" else "float32")
         return dataclasses.replace(self, input_features=features, dtype=dtype)
+
+    def n_features_for(self, n: int) -> int:
+        """D_x of a fit on ``n`` curves: ``n_features_x``, or for "auto" ``⌈c √n⌉``
+        (c = :data:`AUTO_FEATURES_PER_SQRT_N`) clipped to ``[AUTO_MIN_FEATURES, max_features_x]`` and to n, made
+        even for random Fourier features (up, or down at the cap). Nyström features draw at most n centres
+        whatever the value."""
+        if self.n_features_x != "auto":
+            return int(self.n_features_x)
+        n = check_int(n, "n", 1)
+        M = min(max(math.ceil(AUTO_FEATURES_PER_SQRT_N * math.sqrt(n)), AUTO_MIN_FEATURES), self.max_features_x, n)
+        if self.input_features in ("rff", "orf") and M % 2:
+            M = M + 1 if M + 1 <= self.max_features_x else M - 1
+        return int(M)
 
     @property
     def grid_lams(self) -> tuple[float, ...]:

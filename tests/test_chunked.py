@@ -25,6 +25,7 @@ from rffor.chunked import (
     chunk_rows,
     partition_chunks,
     row_start,
+    splitmix64,
     spread_chunks,
 )
 
@@ -268,23 +269,10 @@ def test_row_split_is_the_same_through_chunk_subsets_and_partitions():
     assert view.cache_tag != split.side(False).view(a).cache_tag  # caches keyed by chunk tell the sides apart
 
 
-_EVEN_MODULUS = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the hash keeps the low bits of g·2654435761 mod 2³², whose parity is g's: for an even modulus only even rows "
-        "are ever held out (for modulus 2^k exactly the rows g ≡ 0 mod 2^k, the periodic split the hash should "
-        "avoid); lam='auto' holds out with modulus holdout=10 by default"
-    ),
-)
-
-
 @pytest.mark.parametrize(
     "modulus, period",
     [
-        *[(m, p) for m in (3, 7) for p in (2, 3, 4)],
-        (10, 3),
-        pytest.param(10, 2, marks=_EVEN_MODULUS),
-        pytest.param(10, 4, marks=_EVEN_MODULUS),
+        *[(m, p) for m in (2, 3, 7, 10, 16) for p in (2, 3, 4)],
     ],
 )
 def test_row_split_is_unrelated_to_a_periodic_order_of_the_rows(modulus, period):
@@ -296,6 +284,28 @@ def test_row_split_is_unrelated_to_a_periodic_order_of_the_rows(modulus, period)
     per_class = held.reshape(-1, period).sum(axis=0)  # held-out rows among g ≡ r (mod period), r = 0 … period − 1
     k = n // period
     assert np.all(np.abs(per_class - k * p) <= 4 * np.sqrt(k * p * (1 - p))), per_class
+
+
+def test_splitmix64_is_the_reference_generator():
+    """splitmix64(k·0x9E3779B97F4A7C15) is output k + 1 of the SplitMix64 generator seeded with 0 (the reference
+    values of Vigna's splitmix64.c), and the bits of the hash of consecutive integers are balanced."""
+    golden = np.uint64(0x9E3779B97F4A7C15)
+    g = np.arange(3, dtype=np.uint64) * golden
+    assert [int(v) for v in splitmix64(g)] == [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F]
+    h = splitmix64(np.arange(100_000, dtype=np.uint64))
+    bits = (h[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)
+    assert np.all(np.abs(bits.mean(axis=0) - 0.5) < 4 * 0.5 / np.sqrt(len(h)))
+
+
+@pytest.mark.parametrize("modulus", [2, 4, 10, 20])
+def test_row_split_holds_out_even_and_odd_rows_alike(modulus):
+    """The held-out fraction among even rows equals that among odd rows (within 4 binomial standard deviations),
+    for even moduli too: the multiplicative hash used before held out only even rows when the modulus was even."""
+    n = 100_000
+    held = RowSplit(modulus, True).mask(0, n)
+    p, k = 1 / modulus, n // 2
+    for parity in (0, 1):
+        assert abs(held[parity::2].sum() - k * p) <= 4 * np.sqrt(k * p * (1 - p)), (parity, held[parity::2].sum())
 
 
 @pytest.mark.parametrize("modulus, error", [(1, ValueError), (0, ValueError), (2.5, ValueError), (True, ValueError)])

@@ -434,6 +434,17 @@ def test_demo_rejects_bad_values():
     assert proc.returncode == 2 and "outlier TYPE" in proc.stderr
 
 
+def test_fit_features_auto_within_the_cap(workdir, tmp_path):
+    """``--features-x auto --max-features-x 30``: the saved model keeps "auto" as its parameter and has the number
+    the rule gives for the store's 60 curves (the cap: the √n rule's floor of 100 exceeds it)."""
+    out = tmp_path / "auto_m.rffor"
+    proc = run("fit", workdir / "train.zarr", "--solver", "rff", "--input-features", "nystrom", "--features-x", "auto",
+               "--max-features-x", "30", "--lam", "1e-3", "--out", out)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    model = load(out)
+    assert model.get_params()["n_features_x"] == "auto" and model.max_features_x == 30 and model.n_features_x_ == 30
+
+
 def test_fit_chooses_lambda_and_kappa_on_held_out_curves(workdir, tmp_path):
     """``--lam auto --loss-params auto``: the command fits what FunctionalRegressor(lam="auto",
     loss_params="auto") fits (same κ, λ and coefficients), says what it chose, and info shows the chosen λ."""

@@ -643,3 +643,48 @@ def test_default_input_features_follow_the_route(synth):
     assert (cf.input_features.kind, cf.method, cf.coef.dtype) == ("nystrom", "closed_form", np.float64)
     assert (mm.input_features.kind, mm.method) == ("nystrom", "mm") and mm.input_features.n_features == 60
     assert (sgd.input_features.kind, sgd.method, sgd.coef.dtype) == ("rff", "sgd", np.float32)
+
+
+def test_auto_n_features_grows_like_the_root_of_n_within_the_cap():
+    """n_features_x="auto": D_x = ⌈c √n⌉ (c = AUTO_FEATURES_PER_SQRT_N), at least AUTO_MIN_FEATURES (or n), at most
+    max_features_x; even for random features; an integer n_features_x is used as given."""
+    from rffor.settings import AUTO_FEATURES_PER_SQRT_N as c
+    from rffor.settings import AUTO_MIN_FEATURES
+
+    auto = RFSettings(n_features_x="auto", input_features="nystrom", max_features_x=2000)
+    ns = [10, 200, 10_000, 40_000, 100_000, 300_000, 1_000_000, 10_000_000]
+    assert c * np.sqrt(200) < AUTO_MIN_FEATURES < 200 and c * np.sqrt(10**6) > 2000  # the floor and the cap bind
+    got = [auto.n_features_for(n) for n in ns]
+    assert got == [min(max(int(np.ceil(c * np.sqrt(n))), AUTO_MIN_FEATURES), 2000, n) for n in ns]
+    assert got[0] == 10 and got[1] == AUTO_MIN_FEATURES and got[-2:] == [2000, 2000]  # n, the floor, the cap
+    assert got[3] == int(np.ceil(c * 200)) and got[5] > got[4] > got[3]  # √n in between: 4x the curves, 2x the M
+    assert auto.replace(max_features_x=500).n_features_for(10**6) == 500
+    rff = auto.replace(input_features="rff", max_features_x=1001)
+    odd = int(np.ceil(c * np.sqrt(10_001)))
+    assert odd % 2 == 1 and [rff.n_features_for(n) for n in (10_001, 10**6)] == [odd + 1, 1000]  # even: up, or down
+    assert RFSettings(n_features_x=300).n_features_for(10**6) == 300
+    for bad, match in (({"n_features_x": "many"}, "n_features_x"), ({"max_features_x": 1}, "max_features_x")):
+        with pytest.raises(ValueError, match=match):
+            RFSettings(**bad)
+
+
+def test_auto_n_features_is_the_fit_with_that_number_saved_as_auto(synth, tmp_path):
+    """A fit with n_features_x="auto" is, bit for bit, the fit with the number it resolves to (here the cap); the
+    estimator reports that number (n_features_x_), keeps "auto" as its parameter, and saves and loads both."""
+    from rffor import load
+
+    d = synth
+    n = d.X_train.shape[0]
+    kw = dict(kernel_x=KX, kernel_theta=KT, lam=LAM, random_state=0, solver="rff")
+    est = FunctionalRegressor(n_features_x="auto", max_features_x=40, **kw).fit(d.X_train, d.Y_train, d.theta)
+    assert RFSettings(n_features_x="auto", max_features_x=40).n_features_for(n) == 40 < n
+    ref = FunctionalRegressor(n_features_x=40, **kw).fit(d.X_train, d.Y_train, d.theta)
+    assert est.n_features_x_ == ref.n_features_x_ == 40 and est.get_params()["n_features_x"] == "auto"
+    np.testing.assert_array_equal(est.coef_, ref.coef_)
+    back = load(est.save(tmp_path / "auto.rffor"))
+    assert back.get_params()["n_features_x"] == "auto" and back.n_features_x_ == 40
+    np.testing.assert_array_equal(back.predict(d.X_test), est.predict(d.X_test))
+    uncapped = fit_rff((d.X_train, d.Y_train, d.theta), **{k: v for k, v in kw.items() if k != "solver"},
+                       n_features_x="auto")  # fmt: skip
+    assert uncapped.input_features.n_features == RFSettings(n_features_x="auto").n_features_for(n)
+    assert not hasattr(FunctionalRegressor(solver="admm"), "n_features_x_")  # before a random-feature fit

@@ -11,6 +11,7 @@ from test_dsgd import KT, KX  # tests/ is on sys.path (rootdir conftest)
 
 from rffor.chunked import ArrayData, RowSplit, as_data
 from rffor.datasets import add_outliers, make_synthetic
+from rffor.edge_rule import significantly_better
 from rffor.kernels import Gaussian
 from rffor.losses import EpsilonInsensitive, Huber, Square
 from rffor.metrics import curve_mse
@@ -32,22 +33,30 @@ def corrupted():
 
 
 def _direct(d, Y, loss, lams, split, **kw):
-    """Separate fits on the training rows, scored on the held-out rows (the selection the path must reproduce)."""
+    """Separate fits on the training rows, scored on the held-out rows (the selection the path must reproduce):
+    their coefficients, held-out scores and per-curve held-out errors."""
     held = split.mask(0, len(Y))
-    fits, scores = [], []
+    fits, scores, errors = [], [], []
     for lam in lams:
         res = fit_rff((d.X_train[~held], Y[~held], d.theta), loss=loss, lam=lam, **kw)
         E = curve_mse(Y[held], res.predict(d.X_train[held]))
         fits.append(res.coef)
+        errors.append(E)
         scores.append(np.median(E) if not loss.is_square else np.mean(E))
-    return np.stack(fits), np.array(scores)
+    return np.stack(fits), np.array(scores), errors
 
 
-def _walk_is_consistent(path, score_of):
+def _beaten(path, new, old) -> bool:
+    """The walk's rule on direct per-curve errors: ``new`` lowers the score by more than SIGNIFICANCE paired standard
+    errors (the library's default)."""
+    return significantly_better(new, old, path.score_name)
+
+
+def _walk_is_consistent(path, errors_of):
     """The selection rule of :mod:`rffor.solvers.selection`: both neighbours of the selected value (along λ, and
-    along the loss parameter when it was searched) were evaluated and neither is better by 1% or more."""
+    along the loss parameter when it was searched) were evaluated and neither beats it on the held-out curves (a
+    fall of the score by more than SIGNIFICANCE paired standard errors)."""
     best = path.candidates[path.best]
-    s = score_of(best)
     neighbours = [(best.lam * 10, best.param), (best.lam / 10, best.param)]
     if best.param is not None:
         ratio = 10**0.5
@@ -56,24 +65,25 @@ def _walk_is_consistent(path, score_of):
     for lam, param in neighbours:
         key = (float(f"{lam:.12g}"), param)
         assert key in index, (key, sorted(index))
-        assert score_of(index[key]) > 0.99 * s
+        assert not _beaten(path, errors_of(index[key]), errors_of(best))
 
 
 def test_square_selection_equals_separate_closed_forms_and_refits_on_all_rows(corrupted):
-    """Every candidate of the square loss is the closed form on the training rows with the held-out score a direct
-    evaluation gives; the selected λ has both decade neighbours evaluated and none better by 1%; the final model is
-    the closed form at that λ on all rows."""
+    """Every candidate of the square loss is the closed form on the training rows with the held-out score and
+    per-curve errors a direct evaluation gives; the selected λ has both decade neighbours evaluated and neither beats
+    it; the final model is the closed form at that λ on all rows."""
     d, data = corrupted
     lams = [1e-2, 1e-3, 1e-4, 1e-5, 1e-6]
     res = fit_rff(data, loss=Square(), lam="auto", lams=lams, **KW)
     path = res.path
     got = [c.lam for c in path.candidates]
-    fits, scores = _direct(d, data.Y, Square(), got, RowSplit(10, True), **KW)
+    fits, scores, errors = _direct(d, data.Y, Square(), got, RowSplit(10, True), **KW)
     # equal up to the summation order of the sums (chunks of 300 rows against one block), amplified at small λ
     np.testing.assert_allclose(np.stack([c.coef for c in path.candidates]), fits, rtol=1e-4,
                                atol=1e-6 * np.abs(fits).max())  # fmt: skip
     np.testing.assert_allclose([c.score for c in path.candidates], scores, rtol=1e-7)
-    direct = dict(zip(got, scores, strict=True))
+    np.testing.assert_allclose(np.stack([c.errors for c in path.candidates]), np.stack(errors), rtol=1e-6)
+    direct = dict(zip(got, errors, strict=True))
     _walk_is_consistent(path, lambda c: direct[c.lam])
     assert res.lam == path.lam and not path.at_bound
     full = fit_rff(data, loss=Square(), lam=res.lam, **KW)  # the selected λ on all rows: the same closed form
@@ -99,12 +109,18 @@ def test_robust_selection_matches_separate_fits_and_the_direct_rule(corrupted):
         J = objective(as_data((d.X_train[~held], data.Y[~held], d.theta)), ref.coef, ref.input_features,
                       ref.output_features.transform(d.theta), loss, c.lam)  # fmt: skip
         assert c.objective == pytest.approx(J, rel=1e-7)
-        direct[(c.lam, c.param)] = np.median(curve_mse(data.Y[held], ref.predict(d.X_train[held])))
-    np.testing.assert_allclose([c.score for c in path.candidates], list(direct.values()), rtol=1e-4)
+        direct[(c.lam, c.param)] = curve_mse(data.Y[held], ref.predict(d.X_train[held]))
+    np.testing.assert_allclose([c.score for c in path.candidates], [np.median(E) for E in direct.values()], rtol=1e-4)
     _walk_is_consistent(path, lambda c: direct[(c.lam, c.param)])
     assert res.loss == Huber(path.param, 2) and res.lam == path.lam
     full = fit_rff(data, loss=res.loss, lam=res.lam, **kw)
-    np.testing.assert_allclose(res.coef, full.coef, rtol=1e-4, atol=1e-5 * np.abs(full.coef).max())
+    # the same optimum of (P_rf) on all rows: equal objectives, and the same predictions (at the small λ any fall of
+    # the held-out score reaches, the coefficients differ along directions the objective barely sees)
+    Phi_theta = full.output_features.transform(d.theta)
+    J_res, J_full = (objective(data, r.coef, r.input_features, Phi_theta, res.loss, res.lam) for r in (res, full))
+    assert J_res == pytest.approx(J_full, rel=1e-7)
+    P_res, P_full = res.predict(d.X_test), full.predict(d.X_test)
+    assert np.max(np.abs(P_res - P_full)) < 1e-3 * np.max(np.abs(P_full))
     sq = fit_rff(data, loss=Square(), lam="auto", **KW)
     err = np.mean(curve_mse(d.Y_test, res.predict(d.X_test)))
     assert err < 0.5 * np.mean(curve_mse(d.Y_test, sq.predict(d.X_test)))
@@ -297,9 +313,9 @@ def clean():
     return d, ArrayData(d.X_train, d.Y_train, d.theta, chunk_rows=300)
 
 
-def _walk_axis_is_consistent(path, score_of, name, ratio):
+def _walk_axis_is_consistent(path, errors_of, name, ratio):
     """Both neighbours of the selected value along one axis ("lam", "param" or "gamma") were evaluated and neither
-    is better than it by 1% or more."""
+    beats it on the held-out curves."""
     best = path.candidates[path.best]
     index = {c.key: c for c in path.candidates}
     for f in (ratio, 1 / ratio):
@@ -307,13 +323,13 @@ def _walk_axis_is_consistent(path, score_of, name, ratio):
         key[name] = float(f"{key[name] * f:.12g}")
         key = (key["lam"], key["param"], key["gamma"])
         assert key in index, (key, sorted(index))
-        assert score_of(index[key]) > 0.99 * score_of(best)
+        assert not _beaten(path, errors_of(index[key]), errors_of(best))
 
 
 def test_output_kernel_selection_equals_separate_closed_forms(clean):
     """k_Θ far smoother than the curves, ``kernel_theta_params="auto"``: the walk raises γ_Θ; every candidate is the
     closed form with its own k_Θ on the training rows, scored as a direct evaluation scores it; the selected (λ, γ_Θ)
-    has both neighbours on each axis evaluated and none better by 1%; the final model is the closed form at that
+    has both neighbours on each axis evaluated and neither beating it; the final model is the closed form at that
     (λ, k_Θ) on all rows, and it beats the fixed smooth kernel on clean test curves."""
     d, data = clean
     kw = dict(KW, kernel_theta=SMOOTH)
@@ -327,8 +343,8 @@ def test_output_kernel_selection_equals_separate_closed_forms(clean):
         ref = fit_rff((d.X_train[~held], data.Y[~held], d.theta), loss=Square(), lam=c.lam,
                       **dict(kw, kernel_theta=Gaussian(c.gamma)))  # fmt: skip
         np.testing.assert_allclose(c.coef, ref.coef, rtol=1e-4, atol=1e-6 * np.abs(ref.coef).max())
-        direct[c.key] = np.mean(curve_mse(data.Y[held], ref.predict(d.X_train[held])))
-    np.testing.assert_allclose([c.score for c in path.candidates], list(direct.values()), rtol=1e-6)
+        direct[c.key] = curve_mse(data.Y[held], ref.predict(d.X_train[held]))
+    np.testing.assert_allclose([c.score for c in path.candidates], [np.mean(E) for E in direct.values()], rtol=1e-6)
     _walk_axis_is_consistent(path, lambda c: direct[c.key], "lam", 100.0)  # the grid's ratio
     _walk_axis_is_consistent(path, lambda c: direct[c.key], "gamma", 10**0.5)
     assert res.kernel_theta == Gaussian(path.gamma) and not path.at_bound
@@ -360,8 +376,8 @@ def test_robust_output_kernel_selection_matches_separate_fits(corrupted, tmp_pat
         J = objective(as_data((d.X_train[~held], data.Y[~held], d.theta)), ref.coef, ref.input_features,
                       ref.output_features.transform(d.theta), Huber(0.3, 2), c.lam)  # fmt: skip
         assert c.objective == pytest.approx(J, rel=1e-7)
-        direct[c.key] = np.median(curve_mse(data.Y[held], ref.predict(d.X_train[held])))
-    np.testing.assert_allclose([c.score for c in path.candidates], list(direct.values()), rtol=1e-4)
+        direct[c.key] = curve_mse(data.Y[held], ref.predict(d.X_train[held]))
+    np.testing.assert_allclose([c.score for c in path.candidates], [np.median(E) for E in direct.values()], rtol=1e-4)
     _walk_axis_is_consistent(path, lambda c: direct[c.key], "gamma", 10**0.5)
     full = fit_rff(data, loss=Huber(0.3, 2), lam=res.lam, **dict(kw, kernel_theta=res.kernel_theta))
     phi, Pt = full.input_features, full.output_features.transform(d.theta)
@@ -407,3 +423,76 @@ def test_axis_steps_back_onto_an_unrounded_grid_value():
             w = axis.neighbour(g0, direction)
             assert w != g0 and axis.neighbour(w, -direction) == g0
             assert axis.neighbour(axis.neighbour(w, direction), -direction) == w  # past the end: rounded values repeat
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the walk's rule: a fall of the held-out score by more than SIGNIFICANCE paired standard errors (default 0: any)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_paired_gain_is_the_fall_of_the_score_and_its_standard_error():
+    """For the mean, the gain is the mean per-curve difference and its bootstrap standard error is std(d)/√n
+    (within 20%: 200 resamples); for the median, the difference of the medians; the resamples are seeded."""
+    from rffor.edge_rule import paired_gain
+
+    rng = np.random.default_rng(0)
+    old = rng.chisquare(30, 5000) / 30
+    new = old - 0.01 + 0.02 * rng.standard_normal(5000)
+    gain, se = paired_gain(new, old, "mean")
+    d = old - new
+    assert gain == pytest.approx(d.mean()) and se == pytest.approx(d.std() / np.sqrt(d.size), rel=0.2)
+    gain_m, se_m = paired_gain(new, old, "median")
+    assert gain_m == pytest.approx(np.median(old) - np.median(new)) and se_m > 0
+    assert paired_gain(new, old, "median") == (gain_m, se_m)  # deterministic
+    assert paired_gain(new[:1], old[:1], "mean")[1] == 0.0
+    with pytest.raises(ValueError, match="statistic"):
+        paired_gain(new, old, "mode")
+    with pytest.raises(ValueError, match="1-D"):
+        paired_gain(new, old[:10])
+
+
+@pytest.mark.parametrize("statistic", ["median", "mean"])
+def test_the_noise_of_the_held_out_curves_cancels_in_the_rule(statistic):
+    """Held-out curve errors = their own noise (the same for both candidates, 30x the model error) + the model's
+    error: a candidate whose model error is 20% lower lowers the score by 0.6%, which the 1% rule ignores and the
+    paired rule takes (at 0 and 2 standard errors); a worse candidate is not taken, nor at 2 standard errors one as
+    good up to noise."""
+    from rffor.edge_rule import MIN_FALL, improves, paired_gain
+
+    rng = np.random.default_rng(1)
+    n = 2000
+    noise = 30e-3 * rng.chisquare(100, n) / 100  # ‖ε_i‖²: the curves' noise, 30x the model error
+    model = 1e-3 * rng.chisquare(10, n) / 10  # ‖f_i − h(x_i)‖² of the old candidate
+    cross = 2e-4 * rng.standard_normal(n)  # −2<ε_i, Δh_i>: zero mean
+    old = noise + model
+    better = noise + 0.8 * model + cross
+    reduce = np.median if statistic == "median" else np.mean
+    assert not improves(reduce(better), reduce(old), 0.01) and reduce(better) < reduce(old)
+    for z in (0.0, 2.0):  # the default (any fall) and a 2-standard-error threshold both take it
+        assert significantly_better(better, old, statistic, significance=z)
+        assert not significantly_better(old, better, statistic, significance=z)
+    same = noise + model + cross
+    assert not significantly_better(same, old, statistic, significance=2.0)  # a fall of the noise only
+    # with the default threshold a step is taken exactly when the score falls
+    gain = reduce(old) - reduce(same)
+    assert significantly_better(same, old, statistic) == (gain > MIN_FALL * reduce(old))
+    assert paired_gain(same, old, statistic, n_boot=0) == (gain, 0.0)
+    # a fall at the rounding level (two models the curves cannot tell apart) is never a step
+    assert not significantly_better(old * (1 - 1e-9), old, statistic) and significantly_better(
+        old * 0.999, old, statistic
+    )
+
+
+def test_the_walk_steps_only_where_its_predicate_says_so():
+    """walk(better=...) decides every step by the predicate: a score falling all the way down is walked while the
+    predicate allows (here: down to 1e-3), and not at all when it never does."""
+    from rffor.edge_rule import Axis, walk
+
+    axis = Axis((1e-1, 1e-2), low=1e-8)
+
+    def score(v, _):
+        return float(v)
+
+    w = walk(axis, 1e-1, score, better=lambda new, old: new >= 1e-3)
+    assert w.best == 1e-3 and w.status == "flat low" and "0.0001: 0.0001" in w.trail
+    assert walk(axis, 1e-1, score, better=lambda new, old: False).best == 1e-1

@@ -36,7 +36,7 @@ from ..kernels import MEDIAN_HEURISTIC_ROWS, Kernel, median_heuristic
 from ..losses import Loss, Square
 from ..outputs import CurveGrid
 from ..progress import Progress
-from ..settings import RFSettings
+from ..settings import AUTO_FEATURES_PER_SQRT_N, AUTO_MIN_FEATURES, RFSettings
 from .feature_cache import release_task
 from .fit_log import FitLog
 from .maps import FitMaps, make_input_features, make_output_map, sample_centres, share_output_side
@@ -174,6 +174,12 @@ def _problem(run, data, settings, space, loss, kernel_x, kernel_theta, rs, log) 
         log.message(
             f"k_X: {kernel_x!r} by the median heuristic on {len(rows)} rows drawn uniformly from the {data.n} rows "
             f"({time.perf_counter() - tic:.1f} s)"
+        )
+    if settings.n_features_x == "auto":  # M grows with n (RFSettings.n_features_for); the problem holds the number
+        settings = settings.replace(n_features_x=settings.n_features_for(data.n))
+        log.message(
+            f"n_features_x='auto': D_x = {settings.n_features_x} for {data.n} curves (⌈{AUTO_FEATURES_PER_SQRT_N:g}√n⌉ "
+            f"within [{AUTO_MIN_FEATURES}, max_features_x = {settings.max_features_x}] and n)"
         )
     centres = None
     if settings.input_features == "nystrom":

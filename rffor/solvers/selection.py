@@ -16,13 +16,18 @@ data is; the driver only combines small matrices):
 4. the λ grid's closed forms are scored together in one pass over the held-out rows (each held-out curve's MSE
    under every model, :func:`~rffor.solvers.mm.curve_errors_task`), by their **median** for a robust loss (paper
    000 §5.1: a minority of outlying validation curves does not move it) or their mean for the square loss;
-5. a **walk** along one hyperparameter from the best of them, by the project's edge rule
-   (:func:`rffor.edge_rule.walk`): step to the neighbouring value of the grid (past its ends, further values at the
-   grid's end ratio: a grid edge never wins silently) and keep going while a step improves the held-out score by
-   at least ``plateau`` (1%); if the first step in one direction does not, try the other. The selected value has
-   then been compared with both of its neighbours (status "interior" or "flat", ``Selection.statuses``), or the
-   walk reached a hard bound (``Selection.at_bound``). Between values within 1% of each other the walk keeps the
-   one it reached first: the more regularised (larger λ) from the start value.
+5. a **walk** along one hyperparameter from the best of them (:func:`select_hyperparameters`): step to the
+   neighbouring value of the grid (past its ends, further values at the grid's end ratio: a grid edge never wins
+   silently) and keep going while a step lowers the held-out score by more than ``significance`` standard errors
+   of that fall, paired over the held-out curves (:func:`rffor.edge_rule.significantly_better`: a bootstrap of
+   the curves, the same resampled curves for both candidates, so that the noise of the curves, which no model
+   removes, cancels); the default, :data:`rffor.edge_rule.SIGNIFICANCE` = 0, takes any fall (the threshold that
+   came closest to the clean-test oracle in the design study of benchmarks/learning_curve.py ``--rules``). If the
+   first step in one direction does not, try the other. The selected value has then been compared with both of
+   its neighbours (status "interior" or "flat", ``Selection.statuses``), or the walk reached a hard bound
+   (``Selection.at_bound``). Between values the held-out curves cannot tell apart the walk keeps the one it
+   reached first: the more regularised (larger λ) from the start value. (A fixed fraction of the score, 1%
+   before, stops too early on noisy curves, whose score is mostly their own noise.)
 6. robust losses: each candidate is fitted by accelerated majorize–minimize passes
    (:func:`~rffor.solvers.mm.mm_minimize`) warm-started at its neighbour's model, which costs a few passes where a
    start from the closed form costs tens;
@@ -46,7 +51,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..edge_rule import PLATEAU, Axis, walk
+from ..edge_rule import SIGNIFICANCE, Axis, significantly_better, walk
 from ..executor import chunkwise
 from .maps import share_output_side
 from .mm import SquareMetric, concat_errors, curve_errors_task, grad_task, mm_minimize
@@ -101,6 +106,9 @@ class Candidate:
         The model, fitted on the training rows, in the output factor of its k_Θ.
     sums : GradSums or None
         The gradient sums at ``coef`` (robust losses): a neighbour with the same loss and k_Θ starts from them.
+    errors : ndarray of shape (held-out rows,) or None
+        The MSE of every held-out curve under the candidate (in the order of the chunks): the walk compares two
+        candidates on them, paired (:func:`rffor.edge_rule.significantly_better`).
     """
 
     lam: float
@@ -111,6 +119,7 @@ class Candidate:
     passes: int
     coef: np.ndarray = field(repr=False)
     sums: object = field(default=None, repr=False)
+    errors: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def key(self) -> tuple:
@@ -245,7 +254,8 @@ def select_hyperparameters(
     lams,
     params=None,
     gammas=None,
-    plateau: float = PLATEAU,
+    significance: float = SIGNIFICANCE,
+    plateau: float = 0.0,
     max_rounds: int = 3,
     chunks=None,
     say=None,
@@ -268,9 +278,12 @@ def select_hyperparameters(
     gammas : sequence of float, optional
         The grid of k_Θ's bandwidth, walked from the problem's k_Θ (a single value: by :data:`PARAM_RATIO`); every
         value gets its own output side (:func:`rffor.solvers.maps.share_output_side`).
-    plateau : float, default 0.01
-        A step of a walk is taken only if it lowers the held-out score by at least this fraction
-        (:func:`rffor.edge_rule.improves`).
+    significance : float, default :data:`rffor.edge_rule.SIGNIFICANCE` (0)
+        A step of a walk is taken only if it lowers the held-out score by more than this many standard errors of
+        the fall, paired over the held-out curves (:func:`rffor.edge_rule.significantly_better`; 0: any fall).
+    plateau : float, default 0
+        ... and by at least this fraction of the score (:func:`rffor.edge_rule.improves`; 0: any fall the curves
+        show).
     max_rounds : int, default 3
         Coordinate-search rounds (a walk of every searched hyperparameter) after the first λ walk, at most.
     chunks : sequence of int, optional
@@ -308,19 +321,21 @@ def select_hyperparameters(
     # a k_Θ without a bandwidth (the identity of an explicit embedding) keys its candidates by 1
     g0 = float(getattr(kernel, kernel.param_name)) if kernel.param_name else 1.0
     search = _Search(run, problem, metric, tr, score_name, say)
-    search.param_name, search.plateau, search.chunks = param_name, float(plateau), chunks
+    search.param_name, search.chunks = param_name, chunks
+    search.significance, search.plateau = float(significance), float(plateau)
     search.add_output(g0, output, maps)
 
     # every λ of the starting grid in closed form (the given k_Θ), scored in one pass over the held-out rows
     base = search.outputs[g0]
     grid = sorted({float(v) for v in lams}, reverse=True)
     closed = np.stack([base.closed_form(m, lam) for lam in grid])
-    scores = search.score(closed, base)
+    errors = search.errors(closed, base)
+    scores = search.reduce(errors)
     say("selection: square-loss closed forms, held-out " + score_name + " curve MSE "
         + ", ".join(f"{lam:.0e}: {s:.4g}" for lam, s in zip(grid, scores, strict=True)))  # fmt: skip
     if not robust:
-        for lam, B, s in zip(grid, closed, scores, strict=True):
-            search.add((lam, None, g0), s, B, 0)
+        for lam, B, s, e in zip(grid, closed, scores, errors, strict=True):
+            search.add((lam, None, g0), s, B, 0, errors=e)
     lam = grid[int(np.argmin(scores))]
     if robust:  # the robust fit at the start λ, from its closed form
         search.evaluate((lam, p0, g0), warm=closed[grid.index(lam)])
@@ -392,7 +407,7 @@ class _Search:
         self.train, self.held = problem.split.side(False), problem.split.side(True)
         self.score_name, self.say = score_name, say
         self.tol, self.max_passes = problem.settings.tol, problem.settings.max_passes
-        self.plateau, self.chunks = PLATEAU, None
+        self.significance, self.plateau, self.chunks = SIGNIFICANCE, 0.0, None
         self.bounded: dict[str, bool] = {}
         self.statuses: dict[str, str] = {}
         self.candidates: list[Candidate] = []
@@ -417,8 +432,9 @@ class _Search:
             )
         return self.outputs[gamma]
 
-    def score(self, Bs: np.ndarray, o: _Output) -> np.ndarray:
-        """Held-out scores of K models of one output side (one pass over the held-out rows)."""
+    def errors(self, Bs: np.ndarray, o: _Output) -> np.ndarray:
+        """Per-curve held-out MSE of K models of one output side (one pass over the held-out rows), shape
+        (K, held rows)."""
         handle = self.run.share(np.ascontiguousarray(Bs))
         try:
             E = self.run.reduce(  # (K, held rows): every held-out row's errors, in row order
@@ -427,14 +443,24 @@ class _Search:
             )  # fmt: skip
         finally:
             self.run.release(handle)
+        return E
+
+    def reduce(self, E: np.ndarray) -> np.ndarray:
+        """Held-out scores from per-curve errors (K, rows): their median or mean over the curves."""
         return np.median(E, axis=1) if self.score_name == "median" else np.mean(E, axis=1)
 
-    def add(self, key, score, B, passes, objective=None, sums=None) -> int:
+    def better(self, new_key, old_key) -> bool:
+        """Whether candidate ``new_key`` beats ``old_key`` on the held-out curves: a fall of the score by more than
+        ``significance`` paired standard errors (:func:`rffor.edge_rule.significantly_better`)."""
+        new, old = (self.candidates[self.index[k]].errors for k in (new_key, old_key))
+        return significantly_better(new, old, self.score_name, significance=self.significance, plateau=self.plateau)
+
+    def add(self, key, score, B, passes, objective=None, sums=None, errors=None) -> int:
         lam, param, gamma = key
         o = self.outputs[gamma]
         if objective is None:
             objective = square_objective_from_sums(o.train, B, o.out.C_theta, lam, self.m)
-        c = Candidate(float(lam), param, float(gamma), float(score), float(objective), int(passes), B, sums)
+        c = Candidate(float(lam), param, float(gamma), float(score), float(objective), int(passes), B, sums, errors)
         self.candidates.append(c)
         self.index[c.key] = len(self.candidates) - 1
         return self.index[c.key]
@@ -459,8 +485,9 @@ class _Search:
             B, J, passes, sums = mm_minimize(
                 o.metric, lam, start, self._gradient_pass(loss, o), self.tol, self.max_passes, sums0
             )
-        s = float(self.score(B[None], o)[0])
-        self.add(key, s, B, passes, J, sums)
+        E = self.errors(B[None], o)
+        s = float(self.reduce(E)[0])
+        self.add(key, s, B, passes, J, sums, errors=E[0])
         if passes:
             what = f"λ = {lam:.0e}" + (f", {self.param_name} = {param:.3g}" if self.param_name else "")
             if len(self.outputs) > 1:
@@ -492,7 +519,7 @@ class _Search:
             warm = self._nearest(point(v)) if came_from is None else self.candidates[self.index[point(came_from)]]
             return self.evaluate(point(v), warm=warm)
 
-        w = walk(axis, start, score, first=first, plateau=self.plateau)
+        w = walk(axis, start, score, first=first, better=lambda new, old: self.better(point(new), point(old)))
         self.log.append(f"{name} from {start:.3g}: " + ", ".join(w.trail) + f" → {w.best:.3g}")
         self.bounded[name] = w.at_limit
         self.statuses[name] = w.status
