@@ -686,7 +686,7 @@ step_size, local_steps, n_partitions, partitions_per, dtype
         as the curves of :class:`~rffor.outputs.OutputKernelSpace`, fitted by
         :meth:`FunctionalRegressor._fit_rff` (:func:`rffor.solvers.rff.fit_rff`) with λ and κ/ε in the functional
         problem's units (:func:`feature_units`)."""
-        from .outputs.kernel_embedding import OutputKernelSpace, landmark_outputs, make_output_embedding
+        from .outputs.kernel_embedding import OutputKernelSpace, make_output_embedding
 
         if not kernel_y.feature_embeddings:  # refused before any work, with the reason
             make_output_embedding(kernel_y, self.output_embedding, dim=data.m, n_features=2, seed=0)
@@ -697,15 +697,16 @@ step_size, local_steps, n_partitions, partitions_per, dtype
                     "them) need a smooth loss; use rff_method='sgd' with a number for lam, or Huber / ε-Ridge"
                 )
         seed = check_seed(self.random_state)
-        # the outputs' kind from the rows the landmarks are drawn from (all rows up to 20 M; whole chunks beyond)
-        sample = landmark_outputs(data, self.n_features_y, (seed, 7))
-        if len(sample) == 0:
+        # the outputs' kind and the landmarks from the distinct outputs of rows drawn from all n rows (all of them
+        # up to 20 M): the row indices drawn here, the rows read by the partition tasks where the data is
+        seen, landmarks = self._landmark_outputs(data, (seed, 7))
+        if len(seen) == 0:
             raise ValueError("the outputs have no complete row to draw landmark outputs from")
-        Y0 = kernel_y.check(sample, name="y")
+        Y0 = kernel_y.check(seen, name="y")
         kind = self._resolve_output_type(Y0, kernel_y)
         emb = make_output_embedding(
             kernel_y, self.output_embedding, dim=data.m, n_features=self.n_features_y, seed=(seed, 8),
-            landmarks=sample, rank_tol=self.rank_tol,
+            landmarks=landmarks, rank_tol=self.rank_tol,
         )  # fmt: skip
         space = OutputKernelSpace(kernel_y, emb)
         D = space.m
@@ -736,6 +737,23 @@ step_size, local_steps, n_partitions, partitions_per, dtype
         self._y_range = (float(np.min(Y0)), float(np.max(Y0))) if self._y_1d else None
         self.classes_ = None
         return self
+
+    def _landmark_outputs(self, data, seed):
+        """:func:`rffor.outputs.kernel_embedding.landmark_outputs` in a session of the fit's executor over the raw
+        outputs (the estimator's rule, :func:`rffor.executor.make_executor`) when workers read the data themselves
+        (a Zarr store: the driver opens none of its chunks); data in this process's memory are read here, by the
+        serial executor (the same rows and bits: the draw depends on the seed alone)."""
+        from .executor import SerialExecutor, make_executor
+        from .outputs.kernel_embedding import landmark_outputs
+
+        executor = SerialExecutor()
+        if data.workers_can_read:
+            executor = make_executor(
+                data, client=self.client, scheduler_address=self.scheduler_address, security=self.security,
+                n_partitions=self.n_partitions,
+            )  # fmt: skip
+        with executor.open(data, self.n_partitions, partitions_per=self.partitions_per) as run:
+            return landmark_outputs(run, data, self.n_features_y, seed)
 
     # ------------------------------------------------------------------ predict
     def predict_embedding(self, X) -> np.ndarray:

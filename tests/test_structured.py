@@ -615,6 +615,72 @@ def test_rff_path_lam_auto_save_load_and_a_zarr_store_on_dask(multilabel, tmp_pa
     np.testing.assert_allclose(dist.predict_embedding(X), mem.predict_embedding(X), rtol=1e-7, atol=1e-9)
 
 
+@pytest.mark.timeout(240)
+def test_rff_path_from_a_store_opens_no_chunk_on_the_driver(multilabel, tmp_path, monkeypatch):
+    """A Zarr store fitted on a cluster of worker processes with Nyström output features on landmark outputs drawn
+    from a part of the rows (R = 20 M = 40 of the 50): every chunk read of the store is forbidden in the driver's
+    process (reading one raises), yet the fit runs (the landmark outputs and the output kind come from rows read by
+    the partition tasks, as everything else) and equals the in-memory fit: the same landmarks, the same model up to
+    the order of the sums."""
+    distributed = pytest.importorskip("distributed")
+    from rffor import data as rdata
+
+    X, Y = multilabel
+    kw = dict(
+        loss=Huber(0.5), kernel_y=Tanimoto(), output_embedding="nystrom", n_features_y=2, solver="rff",
+        n_features_x=30, lam=1e-3, random_state=0, tol=1e-10,
+    )  # fmt: skip
+    mem = OutputKernelRegressor(**kw).fit(X, Y)
+    store = rdata.write(tmp_path / "y.zarr", X, Y, chunks=10, dtype="float64")
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the driver read a chunk of the store")
+
+    for name in ("chunk", "read", "_arrays"):  # every way Dataset reads rows; metadata stay readable
+        monkeypatch.setattr(rdata.Dataset, name, forbidden)
+    with pytest.raises(AssertionError, match="the driver read a chunk"):
+        store.chunk(0)
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
+            scheduler_kwargs={"dashboard": False},
+        ) as c,
+        distributed.Client(c) as client,
+    ):  # fmt: skip
+        dist = OutputKernelRegressor(client=client, n_partitions=2, **kw).fit(store)
+    assert dist.output_type_ == mem.output_type_ == "multilabel"
+    np.testing.assert_array_equal(dist.output_embedding_.landmarks, mem.output_embedding_.landmarks)
+    np.testing.assert_allclose(dist.predict_embedding(X), mem.predict_embedding(X), rtol=1e-7, atol=1e-9)
+
+
+def test_landmark_outputs_are_distinct_rows_drawn_by_seed_on_any_partitioning(rng):
+    """landmark_outputs: the distinct complete outputs of R rows drawn from all n (all of them when n <= R), M of
+    them as landmarks; the same for a fixed seed whatever the partitions, other for another seed."""
+    from rffor.chunked import ArrayData
+    from rffor.executor import SerialExecutor
+    from rffor.outputs.kernel_embedding import landmark_outputs
+
+    Y = rng.integers(0, 2, (300, 4)).astype(float)  # at most 16 distinct outputs
+    Y[::7, 1] = np.nan
+    data = ArrayData(rng.standard_normal((300, 2)), Y, chunk_rows=32)
+    complete = np.unique(Y[~np.isnan(Y).any(axis=1)], axis=0)
+
+    def draw(P, seed, draw_rows=None):
+        with SerialExecutor().open(data, P) as run:
+            return landmark_outputs(run, data, 5, seed, draw_rows=draw_rows)
+
+    seen, L = draw(1, (0, 7), draw_rows=300)
+    np.testing.assert_array_equal(seen, complete)  # n <= R: every row
+    assert len(L) == 5 and len(np.unique(L, axis=0)) == 5 and all((complete == row).all(1).any() for row in L)
+    seen_20, L_20 = draw(1, (0, 7), draw_rows=20)
+    assert len(seen_20) <= 20 and all((complete == row).all(1).any() for row in seen_20)
+    for P in (3, 10):
+        again = draw(P, (0, 7), draw_rows=20)
+        np.testing.assert_array_equal(again[0], seen_20)
+        np.testing.assert_array_equal(again[1], L_20)
+    assert not np.array_equal(draw(1, (1, 7), draw_rows=300)[1], L)
+
+
 def test_output_kernel_space_spec_round_trip_and_embeddings(multilabel):
     """Each embedding of OutputKernelSpace rebuilt from its spec and arrays gives the same ψ; Nyström features on
     all the distinct outputs are an exact factor of K_Y (ΨΨᵀ = K_Y), random Fourier features approach it."""
