@@ -67,9 +67,11 @@ losses and ``s = 1/√D`` for ε-SVR (a loss of linear growth); then the functio
 and with Nyström input features on all n rows and ψ an exact factor of K_Y the fit is the exact solver's
 (``tests/test_structured.py``). ``lam="auto"`` selects on held-out rows in the functional units and reports
 ``lam_`` in seed 002's. ε-SVR is not smooth: DSGD rounds (``rff_method="sgd"``), not MM passes. Missing labels
-are masked by coordinatewise ψ only (each row then averaged over its observed coordinates, the functional
-problem's rule, where the exact path sums over them). The weights α(x) are an exact-solver notion (weights on the
-training outputs) and stay there.
+are masked by coordinatewise ψ only, and each row is averaged over all D coordinates with a missing label a zero
+residual (:attr:`rffor.outputs.OutputKernelSpace.row_average`; not over its own observed count, the rule of curves):
+its loss is then s times the exact path's, summed over the observed labels, and the fit with Nyström input features
+on all n rows is the exact solver's on masked labels too (``tests/test_structured.py``). The weights α(x) are an
+exact-solver notion (weights on the training outputs) and stay there.
 """
 
 from __future__ import annotations

@@ -25,7 +25,12 @@ is the exact solver's (``tests/test_structured.py``).
 The data keep the raw outputs (label sets, histograms, scalars: a Zarr store of them, or arrays); the fit reads
 them through :class:`EmbeddedOutputs`, a chunked view that applies ψ to each chunk where the chunk is read (on the
 Dask workers for a store). Missing labels (NaN) are masked only by a coordinatewise exact embedding (a missing label
-is then a missing coordinate of ψ); any other embedding refuses them, chunk by chunk.
+is then a missing coordinate of ψ); any other embedding refuses them, chunk by chunk. A row with missing labels is
+averaged over all D coordinates, a missing one counting as a zero residual (:attr:`OutputKernelSpace.row_average`,
+:class:`rffor.losses.OverAllColumns`), not over its own observed count as curves are (MATH.md §9): with the units
+of MATH.md §8 (λ_FR = s Λ, κ/√D, ε/√D) its loss is then ``s L(‖(ψ(y_i) − h(x_i))_{O_i}‖)``, s times the exact
+solver's, which sums each row's loss over its observed labels (:mod:`rffor.structured`, "Missing labels"); so the
+random-feature fit with Nyström input features on all n rows is the exact solver's on masked labels too.
 """
 
 from __future__ import annotations
@@ -320,6 +325,10 @@ class OutputKernelSpace(EmbeddingSpace):
     """
 
     kind = "output_kernel"
+    #: a row with missing labels is averaged over all D coordinates, a missing one a zero residual
+    #: (:class:`rffor.losses.OverAllColumns`): its loss is then s L(‖r_O‖), s times the exact structured dual's
+    #: row loss summed over the observed labels, in the units of MATH.md §8 (module docstring)
+    row_average = "all"
 
     def __init__(self, kernel: OutputKernel, embedding):
         super().__init__(int(embedding.n_features))
