@@ -699,35 +699,37 @@ step_size, local_steps, n_partitions, partitions_per, dtype
                     "them) need a smooth loss; use rff_method='sgd' with a number for lam, or Huber / ε-Ridge"
                 )
         seed = check_seed(self.random_state)
-        # the outputs' kind and the landmarks from the distinct outputs of rows drawn from all n rows (all of them
-        # up to 20 M): the row indices drawn here, the rows read by the partition tasks where the data is
-        seen, landmarks = self._landmark_outputs(data, (seed, 7))
-        if len(seen) == 0:
-            raise ValueError("the outputs have no complete row to draw landmark outputs from")
-        Y0 = kernel_y.check(seen, name="y")
-        kind = self._resolve_output_type(Y0, kernel_y)
-        emb = make_output_embedding(
-            kernel_y, self.output_embedding, dim=data.m, n_features=self.n_features_y, seed=(seed, 8),
-            landmarks=landmarks, rank_tol=self.rank_tol,
-        )  # fmt: skip
-        space = OutputKernelSpace(kernel_y, emb)
-        D = space.m
-        loss_fr, s = feature_units(loss, D)
-        extra = {}
-        if not isinstance(self.lam, str):
-            extra["lam"] = s * float(self.lam)
-        if self.loss_params is not None and self.loss_params != "auto":
-            extra["loss_params"] = [float(v) / math.sqrt(D) for v in self.loss_params]
-        if not loss.is_smooth and self.rff_method == "auto":
-            extra["rff_method"] = "sgd"
-        self.n_features_in_ = data.d
-        self.output_type_ = kind
-        self._y_1d = bool(y_1d)
-        self.theta_ = space.grid
-        self.kernel_x_, self.kernel_y_, self.kernel_theta_ = self.kernel_x, kernel_y, None
-        self.loss_ = loss_fr
-        self.solver_ = "rff"
-        self._fit_rff(data, space.grid, outputs=space, **extra)
+        executor = self._executor(data)
+        with executor.connected(data, self.n_partitions):  # one embedded cluster for the landmarks' pass and the fit
+            # the outputs' kind and the landmarks from the distinct outputs of rows drawn from all n rows (all of them
+            # up to 20 M): the row indices drawn here, the rows read by the partition tasks where the data is
+            seen, landmarks = self._landmark_outputs(data, (seed, 7), executor)
+            if len(seen) == 0:
+                raise ValueError("the outputs have no complete row to draw landmark outputs from")
+            Y0 = kernel_y.check(seen, name="y")
+            kind = self._resolve_output_type(Y0, kernel_y)
+            emb = make_output_embedding(
+                kernel_y, self.output_embedding, dim=data.m, n_features=self.n_features_y, seed=(seed, 8),
+                landmarks=landmarks, rank_tol=self.rank_tol,
+            )  # fmt: skip
+            space = OutputKernelSpace(kernel_y, emb)
+            D = space.m
+            loss_fr, s = feature_units(loss, D)
+            extra = {}
+            if not isinstance(self.lam, str):
+                extra["lam"] = s * float(self.lam)
+            if self.loss_params is not None and self.loss_params != "auto":
+                extra["loss_params"] = [float(v) / math.sqrt(D) for v in self.loss_params]
+            if not loss.is_smooth and self.rff_method == "auto":
+                extra["rff_method"] = "sgd"
+            self.n_features_in_ = data.d
+            self.output_type_ = kind
+            self._y_1d = bool(y_1d)
+            self.theta_ = space.grid
+            self.kernel_x_, self.kernel_y_, self.kernel_theta_ = self.kernel_x, kernel_y, None
+            self.loss_ = loss_fr
+            self.solver_ = "rff"
+            self._fit_rff(data, space.grid, outputs=space, executor=executor, **extra)
         # back to seed 002's units
         self.lam_ = float(self.lam) if not isinstance(self.lam, str) else float(self.lam_) / s
         name = self.loss_.param_name
@@ -740,20 +742,15 @@ step_size, local_steps, n_partitions, partitions_per, dtype
         self.classes_ = None
         return self
 
-    def _landmark_outputs(self, data, seed):
-        """:func:`rffor.outputs.kernel_embedding.landmark_outputs` in a session of the fit's executor over the raw
-        outputs (the estimator's rule, :func:`rffor.executor.make_executor`) when workers read the data themselves
-        (a Zarr store: the driver opens none of its chunks); data in this process's memory are read here, by the
-        serial executor (the same rows and bits: the draw depends on the seed alone)."""
-        from .executor import SerialExecutor, make_executor
+    def _landmark_outputs(self, data, seed, executor):
+        """:func:`rffor.outputs.kernel_embedding.landmark_outputs` in a session of the fit's ``executor`` over the
+        raw outputs when workers read the data themselves (a Zarr store: the driver opens none of its chunks); data
+        in this process's memory are read here, by the serial executor (the same rows and bits: the draw depends on
+        the seed alone)."""
+        from .executor import SerialExecutor
         from .outputs.kernel_embedding import landmark_outputs
 
-        executor = SerialExecutor()
-        if data.workers_can_read:
-            executor = make_executor(
-                data, client=self.client, scheduler_address=self.scheduler_address, security=self.security,
-                n_partitions=self.n_partitions,
-            )  # fmt: skip
+        executor = executor if data.workers_can_read else SerialExecutor()
         with executor.open(data, self.n_partitions, partitions_per=self.partitions_per) as run:
             return landmark_outputs(run, data, self.n_features_y, seed)
 

@@ -646,11 +646,11 @@ def test_rff_path_lam_auto_save_load_and_a_zarr_store_on_dask(multilabel, tmp_pa
 
 @pytest.mark.timeout(240)
 def test_rff_path_from_a_store_opens_no_chunk_on_the_driver(multilabel, tmp_path, monkeypatch):
-    """A Zarr store fitted on a cluster of worker processes with Nyström output features on landmark outputs drawn
-    from a part of the rows (R = 20 M = 40 of the 50): every chunk read of the store is forbidden in the driver's
-    process (reading one raises), yet the fit runs (the landmark outputs and the output kind come from rows read by
-    the partition tasks, as everything else) and equals the in-memory fit: the same landmarks, the same model up to
-    the order of the sums."""
+    """A Zarr store fitted on the embedded cluster of worker processes (n_partitions=2) with Nyström output features
+    on landmark outputs drawn from a part of the rows (R = 20 M = 40 of the 50): every chunk read of the store is
+    forbidden in the driver's process (reading one raises), yet the fit runs (the landmark outputs and the output
+    kind come from rows read by the partition tasks, as everything else), starts the cluster once for the landmarks'
+    pass and the fit, and equals the in-memory fit: the same landmarks, the same model up to the order of the sums."""
     distributed = pytest.importorskip("distributed")
     from rffor import data as rdata
 
@@ -669,14 +669,16 @@ def test_rff_path_from_a_store_opens_no_chunk_on_the_driver(multilabel, tmp_path
         monkeypatch.setattr(rdata.Dataset, name, forbidden)
     with pytest.raises(AssertionError, match="the driver read a chunk"):
         store.chunk(0)
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0",
-            scheduler_kwargs={"dashboard": False},
-        ) as c,
-        distributed.Client(c) as client,
-    ):  # fmt: skip
-        dist = OutputKernelRegressor(client=client, n_partitions=2, **kw).fit(store)
+    started = []
+
+    class CountedCluster(distributed.LocalCluster):
+        def __init__(self, *args, **kwargs):
+            started.append(kwargs.get("processes"))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(distributed, "LocalCluster", CountedCluster)
+    dist = OutputKernelRegressor(n_partitions=2, **kw).fit(store)
+    assert started == [True]  # one cluster, of worker processes: the driver's patched Dataset is not theirs
     assert dist.output_type_ == mem.output_type_ == "multilabel"
     np.testing.assert_array_equal(dist.output_embedding_.landmarks, mem.output_embedding_.landmarks)
     np.testing.assert_allclose(dist.predict_embedding(X), mem.predict_embedding(X), rtol=1e-7, atol=1e-9)
