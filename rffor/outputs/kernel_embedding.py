@@ -233,6 +233,8 @@ def landmark_outputs(run, data, n_landmarks: int, seed, *, draw_rows: int | None
     outputs seen (deduplicated: a repeated output adds no direction to the output space, module docstring) and draws
     M of them uniformly without replacement (seed ``seed``). For n ≤ R the landmarks are those of a draw from all
     the distinct complete outputs of the data. The result depends on the seed alone, not on the executor or P.
+    The workers read every chunk that holds a drawn row (R rows drawn uniformly from n ≫ R hit nearly every chunk:
+    one pass of chunk reads on the workers, as the Nyström input centres' draw, :func:`rffor.chunked.read_rows`).
 
     Parameters
     ----------
