@@ -54,6 +54,7 @@ __all__ = [
     "spread_chunks",
     "RowPieces",
     "row_start",
+    "read_rows",
     "PIECE_ROWS",
     "PROTOCOL",
 ]
@@ -117,6 +118,53 @@ def row_start(data, i: int) -> int:
     ``i · chunk_rows``)."""
     own = getattr(data, "row_start", None)
     return int(own(int(i))) if own is not None else int(i) * int(data.chunk_rows)
+
+
+def _rows_task(part, p: int, chunk_ids, wanted: dict[int, np.ndarray], outputs: bool, distinct: bool) -> list:
+    """The rows ``wanted[i]`` (local indices) of the inputs (or outputs) of each of the partition's chunks i, in
+    chunk order; ``distinct``: the partition's distinct complete rows instead (one array, lexicographic order)."""
+    blocks = [
+        np.array((Y_i if outputs else X_i)[wanted[i]]) for i, X_i, Y_i in part.iter_chunks([int(i) for i in chunk_ids])
+    ]
+    if not distinct:
+        return blocks
+    R = np.concatenate(blocks)
+    return [np.unique(R[~np.isnan(R).any(axis=1)], axis=0)]
+
+
+def read_rows(run, data, rows: np.ndarray, *, outputs: bool = False, distinct: bool = False, label: str = "rows"):
+    """Rows of the data read where the data is: by the partition tasks of an executor session (``run.map``) that
+    hold them, so that a store's chunks are opened on the workers and only the rows asked for travel to the
+    driver (the driver opens no chunk).
+
+    Parameters
+    ----------
+    run : executor session (:mod:`rffor.executor`) over ``data``
+    data : chunked dataset
+    rows : ndarray of int
+        Global row indices, increasing (chunk ``i`` holds rows ``i · chunk_rows …``).
+    outputs : bool, default False
+        Read the outputs Y (m values a row) instead of the inputs X (d values).
+    distinct : bool, default False
+        Return the distinct complete rows (rows with a NaN left out) in lexicographic order: each task sends its
+        partition's distinct rows, the driver merges them (the result does not depend on the partitions).
+    label : str
+        The pass's name in the session's statistics.
+
+    Returns
+    -------
+    ndarray of shape (len(rows), d or m), float64
+        In the order of ``rows`` (``distinct``: at most that many rows).
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    c = int(data.chunk_rows)
+    ids = rows // c
+    wanted = {int(i): rows[ids == i] - int(i) * c for i in np.unique(ids)}
+    width = data.m if outputs else data.d
+    parts = run.map(_rows_task, wanted, bool(outputs), bool(distinct), chunks=sorted(wanted), label=label)
+    blocks = [r for part in parts if part is not None for r in part]
+    out = np.concatenate(blocks).astype(np.float64) if blocks else np.empty((0, width))
+    return np.unique(out, axis=0) if distinct and len(out) else out
 
 
 class ArrayData:

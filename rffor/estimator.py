@@ -417,23 +417,28 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         self._W = W
         self._W_grid = W @ self._output_columns(theta)
 
-    def _fit_rff(self, data, theta, outputs=None, **extra):
-        """Random-feature fit (MATH.md §5): :func:`rffor.solvers.rff.fit_rff` with the settings of this estimator's
-        parameters (:meth:`rffor.settings.RFSettings.from_params`; ``max_iter`` is the MM pass budget), on the
-        executor the parameters choose (:func:`rffor.executor.make_executor`: Dask for a client, a scheduler
-        address, several partitions or a multi-chunk store; this process otherwise). ``data`` is a chunked dataset
-        (:mod:`rffor.chunked`), ``outputs`` its output space (default: curves on ``theta``); ``extra`` options
-        replace the estimator's."""
+    def _executor(self, data):
+        """The executor this estimator's parameters choose for ``data`` (:func:`rffor.executor.make_executor`: Dask
+        for a client, a scheduler address, several partitions or a multi-chunk store; this process otherwise)."""
         from .executor import make_executor
-        from .solvers.rff import fit_rff
 
-        executor = make_executor(
+        return make_executor(
             data,
             client=self.client,
             scheduler_address=self.scheduler_address,
             security=self.security,
             n_partitions=self.n_partitions,
         )
+
+    def _fit_rff(self, data, theta, outputs=None, executor=None, **extra):
+        """Random-feature fit (MATH.md §5): :func:`rffor.solvers.rff.fit_rff` with the settings of this estimator's
+        parameters (:meth:`rffor.settings.RFSettings.from_params`; ``max_iter`` is the MM pass budget), on
+        ``executor`` (default: the one the parameters choose, :meth:`_executor`). ``data`` is a chunked dataset
+        (:mod:`rffor.chunked`), ``outputs`` its output space (default: curves on ``theta``); ``extra`` options
+        replace the estimator's."""
+        from .solvers.rff import fit_rff
+
+        executor = self._executor(data) if executor is None else executor
         settings = RFSettings.from_params({**self.get_params(deep=False), **extra}, max_passes="max_iter")
         result = fit_rff(
             data,

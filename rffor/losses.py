@@ -63,7 +63,16 @@ import numpy as np
 
 from ._validation import check_real
 
-__all__ = ["Loss", "Square", "Huber", "EpsilonInsensitive", "EpsilonSVR", "Pinball", "loss_from_spec"]
+__all__ = [
+    "Loss",
+    "Square",
+    "Huber",
+    "EpsilonInsensitive",
+    "EpsilonSVR",
+    "Pinball",
+    "OverAllColumns",
+    "loss_from_spec",
+]
 
 
 def _row_norms(U: np.ndarray) -> np.ndarray:
@@ -607,12 +616,90 @@ class Pinball(Loss):
         return {"name": "pinball", "epsilon": self.epsilon, "kappa": self.kappa}
 
 
+@dataclass(frozen=True)
+class OverAllColumns(Loss):
+    """``base`` with every row averaged over **all** m columns, a missing entry (NaN) counting as a zero residual,
+    instead of over the row's own observed count m_i (the losses' rule, module docstring).
+
+    For a loss of the μ_m norm, ``L(‖r‖)``, a row's value is then ``L(‖r_{O_i}‖₂ / √m)``: the norm of its observed
+    entries scaled as a complete row's. That is the normalisation under which an explicit embedding's units against
+    the output-RKHS norm (λ_FR = s Λ, κ/√m and ε/√m, MATH.md §8) hold row by row for masked labels too, so that the
+    random-feature problem is s times the exact structured dual's, which sums each row's loss over its observed
+    entries (:class:`rffor.outputs.OutputKernelSpace`; :meth:`rffor.outputs.base.OutputSpace.masked_loss`). The
+    gradient is ``base``'s at the zero-filled residuals, and 0 at the missing entries. Complete rows see ``base``
+    itself (the same numbers, no copy). Every property of ``base`` (κ, ε, smoothness, the route it takes) is its own.
+
+    Parameters
+    ----------
+    base : Loss
+    """
+
+    base: Loss | None = None
+
+    def __post_init__(self) -> None:
+        base = loss_from_spec(self.base) if isinstance(self.base, dict) else self.base
+        if not isinstance(base, Loss):
+            raise TypeError(f"OverAllColumns needs a loss of rffor.losses, got {self.base!r}")
+        object.__setattr__(self, "base", base)
+        for name in ("integral", "supports_eigen", "dual_quadratic", "needs_levels"):
+            object.__setattr__(self, name, getattr(base, name))
+
+    def __getattr__(self, name: str):
+        # the base loss's own parameters (kappa, epsilon, p): what a selection reads through param_name
+        if name.startswith("__") or name == "base":
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
+    is_square = property(lambda self: self.base.is_square)
+    param_name = property(lambda self: self.base.param_name)
+    is_smooth = property(lambda self: self.base.is_smooth)
+    has_irls_weights = property(lambda self: self.base.has_irls_weights)
+
+    def with_param(self, value: float) -> OverAllColumns:
+        return OverAllColumns(self.base.with_param(value))
+
+    def curve_values(self, R, theta=None):
+        R = np.asarray(R)
+        missing = np.isnan(R)
+        return self.base.curve_values(np.where(missing, 0, R) if missing.any() else R, theta)
+
+    def grad(self, R, theta=None):
+        R = np.asarray(R)
+        missing = np.isnan(R)
+        if not missing.any():
+            return self.base.grad(R, theta)
+        return np.where(missing, 0, self.base.grad(np.where(missing, 0, R), theta)).astype(R.dtype, copy=False)
+
+    def irls_weights(self, R):
+        R = np.asarray(R)
+        missing = np.isnan(R)
+        return self.base.irls_weights(np.where(missing, 0, R) if missing.any() else R)
+
+    # the duals see complete rows (a dual coefficient has no NaN), where this loss is ``base``: its conjugate pair
+    # (a masked row's adds a_j = 0 at the missing j: the exact structured solver's row term, rffor.structured)
+    def dual_penalty(self, A, theta=None):
+        return self.base.dual_penalty(A, theta)
+
+    def prox_dual(self, U, step, theta=None):
+        return self.base.prox_dual(U, step, theta)
+
+    def dual_penalty_eigen(self, A):
+        return self.base.dual_penalty_eigen(A)
+
+    def prox_dual_eigen(self, U, step):
+        return self.base.prox_dual_eigen(U, step)
+
+    def to_spec(self):
+        return {"name": "over_all_columns", "base": self.base.to_spec()}
+
+
 _LOSSES = {
     "square": Square,
     "huber": Huber,
     "epsilon_insensitive": EpsilonInsensitive,
     "epsilon_svr": EpsilonSVR,
     "pinball": Pinball,
+    "over_all_columns": OverAllColumns,
 }
 #: the loss classes by their spec name (:func:`loss_from_spec`); a loss defined elsewhere registers itself with
 #: :func:`register_loss`

@@ -67,9 +67,11 @@ losses and ``s = 1/√D`` for ε-SVR (a loss of linear growth); then the functio
 and with Nyström input features on all n rows and ψ an exact factor of K_Y the fit is the exact solver's
 (``tests/test_structured.py``). ``lam="auto"`` selects on held-out rows in the functional units and reports
 ``lam_`` in seed 002's. ε-SVR is not smooth: DSGD rounds (``rff_method="sgd"``), not MM passes. Missing labels
-are masked by coordinatewise ψ only (each row then averaged over its observed coordinates, the functional
-problem's rule, where the exact path sums over them). The weights α(x) are an exact-solver notion (weights on the
-training outputs) and stay there.
+are masked by coordinatewise ψ only, and each row is averaged over all D coordinates with a missing label a zero
+residual (:attr:`rffor.outputs.OutputKernelSpace.row_average`; not over its own observed count, the rule of curves):
+its loss is then s times the exact path's, summed over the observed labels, and the fit with Nyström input features
+on all n rows is the exact solver's on masked labels too (``tests/test_structured.py``). The weights α(x) are an
+exact-solver notion (weights on the training outputs) and stay there.
 """
 
 from __future__ import annotations
@@ -686,7 +688,7 @@ step_size, local_steps, n_partitions, partitions_per, dtype
         as the curves of :class:`~rffor.outputs.OutputKernelSpace`, fitted by
         :meth:`FunctionalRegressor._fit_rff` (:func:`rffor.solvers.rff.fit_rff`) with λ and κ/ε in the functional
         problem's units (:func:`feature_units`)."""
-        from .outputs.kernel_embedding import OutputKernelSpace, landmark_outputs, make_output_embedding
+        from .outputs.kernel_embedding import OutputKernelSpace, make_output_embedding
 
         if not kernel_y.feature_embeddings:  # refused before any work, with the reason
             make_output_embedding(kernel_y, self.output_embedding, dim=data.m, n_features=2, seed=0)
@@ -697,34 +699,37 @@ step_size, local_steps, n_partitions, partitions_per, dtype
                     "them) need a smooth loss; use rff_method='sgd' with a number for lam, or Huber / ε-Ridge"
                 )
         seed = check_seed(self.random_state)
-        # the outputs' kind from the rows the landmarks are drawn from (all rows up to 20 M; whole chunks beyond)
-        sample = landmark_outputs(data, self.n_features_y, (seed, 7))
-        if len(sample) == 0:
-            raise ValueError("the outputs have no complete row to draw landmark outputs from")
-        Y0 = kernel_y.check(sample, name="y")
-        kind = self._resolve_output_type(Y0, kernel_y)
-        emb = make_output_embedding(
-            kernel_y, self.output_embedding, dim=data.m, n_features=self.n_features_y, seed=(seed, 8),
-            landmarks=sample, rank_tol=self.rank_tol,
-        )  # fmt: skip
-        space = OutputKernelSpace(kernel_y, emb)
-        D = space.m
-        loss_fr, s = feature_units(loss, D)
-        extra = {}
-        if not isinstance(self.lam, str):
-            extra["lam"] = s * float(self.lam)
-        if self.loss_params is not None and self.loss_params != "auto":
-            extra["loss_params"] = [float(v) / math.sqrt(D) for v in self.loss_params]
-        if not loss.is_smooth and self.rff_method == "auto":
-            extra["rff_method"] = "sgd"
-        self.n_features_in_ = data.d
-        self.output_type_ = kind
-        self._y_1d = bool(y_1d)
-        self.theta_ = space.grid
-        self.kernel_x_, self.kernel_y_, self.kernel_theta_ = self.kernel_x, kernel_y, None
-        self.loss_ = loss_fr
-        self.solver_ = "rff"
-        self._fit_rff(data, space.grid, outputs=space, **extra)
+        executor = self._executor(data)
+        with executor.connected(data, self.n_partitions):  # one embedded cluster for the landmarks' pass and the fit
+            # the outputs' kind and the landmarks from the distinct outputs of rows drawn from all n rows (all of them
+            # up to 20 M): the row indices drawn here, the rows read by the partition tasks where the data is
+            seen, landmarks = self._landmark_outputs(data, (seed, 7), executor)
+            if len(seen) == 0:
+                raise ValueError("the outputs have no complete row to draw landmark outputs from")
+            Y0 = kernel_y.check(seen, name="y")
+            kind = self._resolve_output_type(Y0, kernel_y)
+            emb = make_output_embedding(
+                kernel_y, self.output_embedding, dim=data.m, n_features=self.n_features_y, seed=(seed, 8),
+                landmarks=landmarks, rank_tol=self.rank_tol,
+            )  # fmt: skip
+            space = OutputKernelSpace(kernel_y, emb)
+            D = space.m
+            loss_fr, s = feature_units(loss, D)
+            extra = {}
+            if not isinstance(self.lam, str):
+                extra["lam"] = s * float(self.lam)
+            if self.loss_params is not None and self.loss_params != "auto":
+                extra["loss_params"] = [float(v) / math.sqrt(D) for v in self.loss_params]
+            if not loss.is_smooth and self.rff_method == "auto":
+                extra["rff_method"] = "sgd"
+            self.n_features_in_ = data.d
+            self.output_type_ = kind
+            self._y_1d = bool(y_1d)
+            self.theta_ = space.grid
+            self.kernel_x_, self.kernel_y_, self.kernel_theta_ = self.kernel_x, kernel_y, None
+            self.loss_ = loss_fr
+            self.solver_ = "rff"
+            self._fit_rff(data, space.grid, outputs=space, executor=executor, **extra)
         # back to seed 002's units
         self.lam_ = float(self.lam) if not isinstance(self.lam, str) else float(self.lam_) / s
         name = self.loss_.param_name
@@ -736,6 +741,18 @@ step_size, local_steps, n_partitions, partitions_per, dtype
         self._y_range = (float(np.min(Y0)), float(np.max(Y0))) if self._y_1d else None
         self.classes_ = None
         return self
+
+    def _landmark_outputs(self, data, seed, executor):
+        """:func:`rffor.outputs.kernel_embedding.landmark_outputs` in a session of the fit's ``executor`` over the
+        raw outputs when workers read the data themselves (a Zarr store: the driver opens none of its chunks); data
+        in this process's memory are read here, by the serial executor (the same rows and bits: the draw depends on
+        the seed alone)."""
+        from .executor import SerialExecutor
+        from .outputs.kernel_embedding import landmark_outputs
+
+        executor = executor if data.workers_can_read else SerialExecutor()
+        with executor.open(data, self.n_partitions, partitions_per=self.partitions_per) as run:
+            return landmark_outputs(run, data, self.n_features_y, seed)
 
     # ------------------------------------------------------------------ predict
     def predict_embedding(self, X) -> np.ndarray:

@@ -59,6 +59,7 @@ from rffor.losses import (
     EpsilonSVR,
     Huber,
     Loss,
+    OverAllColumns,
     Pinball,
     Square,
     loss_from_spec,
@@ -113,6 +114,10 @@ EXAMPLES: dict[type, list[Example]] = {
     NonCrossingLoss: [
         Example(NonCrossingLoss(Pinball(), lam_nc=0.8, m=6, scale=0.4), m=6, n_extra=4),
         Example(NonCrossingLoss(Pinball(epsilon=0.2, kappa=0.5), lam_nc=2.0, m=5, scale=1.0), m=5, n_extra=5),
+    ],
+    OverAllColumns: [
+        Example(OverAllColumns(base))
+        for base in (Square(), Huber(kappa=0.3), EpsilonInsensitive(epsilon=0.2, p=INF), EpsilonSVR(epsilon=0.2))
     ],
 }
 
@@ -600,3 +605,37 @@ def test_flags():
 def test_residuals_must_be_2d():
     with pytest.raises(ValueError, match="2-D"):
         Square().curve_values(np.zeros(3))
+
+
+@pytest.mark.parametrize(
+    "base", [Square(), Huber(kappa=0.3), Huber(kappa=0.3, p=1), EpsilonInsensitive(0.2), EpsilonSVR(0.2)], ids=repr
+)
+def test_over_all_columns_averages_a_masked_row_over_all_m(base, rng):
+    """OverAllColumns: a row with missing entries is the row with zero residuals there, averaged over all m columns
+    (for a norm loss L(‖r_O‖₂/√m), not the base's L(‖r_O‖₂/√m_i)); zero gradient at the missing entries; complete
+    rows are the base loss itself; κ/ε, the route's properties and the spec are the base's."""
+    m = 6
+    R = rng.standard_normal((40, m)) * np.geomspace(0.05, 3, 40)[:, None]
+    Rn = R.copy()
+    Rn[rng.random(R.shape) < 0.3] = np.nan
+    Rn[np.isnan(Rn).all(axis=1), 0] = 0.5
+    missing = np.isnan(Rn)
+    Rz = np.where(missing, 0.0, Rn)
+    loss = OverAllColumns(base)
+    np.testing.assert_array_equal(loss.curve_values(R), base.curve_values(R))
+    np.testing.assert_array_equal(loss.grad(R), base.grad(R))
+    np.testing.assert_array_equal(loss.curve_values(Rn), base.curve_values(Rz))
+    G = loss.grad(Rn)
+    assert np.all(G[missing] == 0)
+    np.testing.assert_array_equal(G[~missing], base.grad(Rz)[~missing])
+    if not base.integral:  # a norm loss: L of the observed entries' norm scaled as a complete row's
+        norms = np.sqrt(np.nansum(Rn**2, axis=1) / m)
+        complete = base.curve_values(norms[:, None] * np.ones((1, m)))
+        np.testing.assert_allclose(loss.curve_values(Rn), complete, rtol=1e-12)
+        assert not np.allclose(base.curve_values(Rn), complete)  # the base averages over m_i
+    name = base.param_name
+    if name is not None:
+        assert getattr(loss, name) == getattr(base, name)
+        assert loss.with_param(0.7) == OverAllColumns(base.with_param(0.7))
+    assert (loss.is_square, loss.is_smooth, loss.param_name) == (base.is_square, base.is_smooth, base.param_name)
+    assert loss_from_spec(json.loads(json.dumps(loss.to_spec()))) == loss

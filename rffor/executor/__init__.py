@@ -38,6 +38,10 @@ The protocol
   ``other.partition(P)``, P this session's) with the same connection, shared objects, tree and ``stats``: passes over
   :class:`rffor.chunked.RowPieces` of a sample of chunks run on all P partitions, not on the few holding the sample.
 
+``executor.connected(data, n_partitions=None)`` is a context manager that keeps one connection for every session
+opened inside (an embedded Dask LocalCluster started once for a driver step that needs a pass before the fit, e.g.
+the landmark outputs of :class:`rffor.OutputKernelRegressor`, and for the fit itself; in process: nothing).
+
 ``fn`` and ``combine`` must be module-level functions (importable on a worker). Because partitions and seeds, not
 workers, define every computation, and partial results merge by a tree fixed by P and ``split_every`` alone, a fit
 with P partitions gives the same bits on every executor and cluster size, after a worker is lost and the pass

@@ -339,6 +339,8 @@ class DaskExecutor:
         Where retries are reported (set by the fit).
     """
 
+    _held = None  # the connection kept by connected(), else None
+
     def __init__(
         self,
         client=None,
@@ -398,16 +400,8 @@ class DaskExecutor:
         or threads would stay idle in every pass.
         """
         layout = check_partitions_per(partitions_per)
-        n_workers = self.n_workers
-        if n_workers is None and self.client is None and self.scheduler_address is None:
-            n_workers = max(1, min(usable_cpus(), n_partitions or data.n_chunks, data.n_chunks))
-        with connect(
-            self.client,
-            self.scheduler_address,
-            self.security,
-            connect_timeout=self.connect_timeout,
-            n_workers=n_workers,
-        ) as conn:
+        held = self._held
+        with contextlib.nullcontext(held) if held is not None else self._connect(data, n_partitions) as conn:
             threads = _total_threads(conn.client)
             if threads == 0:
                 timeout = _config_seconds("connect-timeout", self.connect_timeout) or 30.0
@@ -429,6 +423,32 @@ class DaskExecutor:
                 yield session
             finally:
                 session.close()
+
+    def _connect(self, data, n_partitions: int | None):
+        """:func:`connect` with this executor's settings; embedded: one worker per usable CPU, at most one per
+        partition asked for and per chunk."""
+        n_workers = self.n_workers
+        if n_workers is None and self.client is None and self.scheduler_address is None:
+            n_workers = max(1, min(usable_cpus(), n_partitions or data.n_chunks, data.n_chunks))
+        return connect(
+            self.client, self.scheduler_address, self.security, connect_timeout=self.connect_timeout,
+            n_workers=n_workers,
+        )  # fmt: skip
+
+    @contextlib.contextmanager
+    def connected(self, data, n_partitions: int | None = None) -> Iterator[DaskExecutor]:
+        """Keep one connection for every session opened inside (:meth:`open`): the embedded LocalCluster is then
+        started once (its workers as :meth:`open` would start them for ``data`` and ``n_partitions``) and closed at
+        the end, a scheduler connected to once. Nested: the outer connection serves."""
+        if self._held is not None:
+            yield self
+            return
+        with self._connect(data, n_partitions) as conn:
+            self._held = conn
+            try:
+                yield self
+            finally:
+                self._held = None
 
     def _timeout(self, seconds: dict[str, list[float]], label: str | None = None) -> float:
         """The time a pass named ``label`` may take (module docstring); ``seconds``: completed passes by kind."""

@@ -61,6 +61,11 @@ class SerialExecutor:
         threads = (self.threads or usable_cpus()) if pooled else 1
         yield _SerialSession(data, data.partition(1 if n_partitions is None else n_partitions), s, pooled, threads)
 
+    @contextlib.contextmanager
+    def connected(self, data=None, n_partitions: int | None = None) -> Iterator[SerialExecutor]:
+        """Nothing to keep open: the sessions run in this process (the executor protocol's ``connected``)."""
+        yield self
+
     def __repr__(self) -> str:
         return f"SerialExecutor(split_every={self.split_every})"
 

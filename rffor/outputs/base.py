@@ -6,8 +6,9 @@ random-feature model ``h_B(x) = φ_X(x)ᵀ B Φ_Θᵀ`` sees an output factor Φ
 
 - how outputs are validated (:meth:`OutputSpace.check_outputs`) and what a missing value means
   (:attr:`OutputSpace.missing`: ``"interpolate"`` along the grid for curves, MATH.md §3.3; ``"mask"``, left out of
-  the loss, where interpolation has no meaning, MATH.md §8) and how the closed form's sums see them
-  (:meth:`OutputSpace.fill`);
+  the loss, where interpolation has no meaning, MATH.md §8), how the closed form's sums see them
+  (:meth:`OutputSpace.fill`) and how the loss averages a row that has them (:attr:`OutputSpace.row_average`,
+  :meth:`OutputSpace.masked_loss`: over its observed entries, or over all m as the exact structured dual does);
 - the output factor of the random-feature model (:meth:`OutputSpace.output_map`: an :class:`OutputMap`) and the
   output features where a prediction is wanted (:meth:`OutputSpace.features_at`);
 - its own description in a model file (:meth:`OutputSpace.to_spec`).
@@ -25,6 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..kernels import Kernel
+from ..losses import Loss, OverAllColumns
 
 __all__ = ["OutputSpace", "OutputMap", "output_gram"]
 
@@ -113,6 +115,9 @@ class OutputSpace:
     #: what a NaN output means: "interpolate" (filled along the grid for the closed form's sums and the exact
     #: dual, masked by the gradient passes) or "mask" (left out of the loss wherever the loss is evaluated)
     missing: ClassVar[str] = "interpolate"
+    #: how the loss averages a row with missing entries: "observed" (over its own observed count m_i: curves,
+    #: MATH.md §5, §9) or "all" (over all m columns, a missing entry a zero residual: :meth:`masked_loss`)
+    row_average: ClassVar[str] = "observed"
     #: whether the outputs are scalar targets seen on the grid (steps may then draw levels anywhere)
     scalar_targets: ClassVar[bool] = False
     #: the intercept curve b of the outputs (quantile functions), None for the others
@@ -136,6 +141,12 @@ class OutputSpace:
     def fill(self, Y: np.ndarray) -> np.ndarray:
         """The outputs the closed form's sums read, shape (rows, m): missing values filled by the space's rule."""
         raise NotImplementedError  # pragma: no cover - abstract
+
+    def masked_loss(self, loss: Loss) -> Loss:
+        """The loss a random-feature fit evaluates on this space's rows: ``loss`` itself when each row is averaged
+        over its own observed entries (:attr:`row_average` "observed"), else :class:`rffor.losses.OverAllColumns`
+        of it (every row over all m columns, missing entries as zero residuals)."""
+        return loss if self.row_average == "observed" else OverAllColumns(loss)
 
     def default_kernel(self) -> Kernel:
         """k_Θ when the user gives none."""

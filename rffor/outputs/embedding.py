@@ -5,7 +5,9 @@ random-feature model learns ``h(x) = Bᵀ φ_X(x) ∈ R^D`` with the identity ou
 The loss sees a residual ``r_i = ψ(y_i) − h(x_i)`` as a "curve" of D values, averaged over its D columns as every
 curve loss is (MATH.md §1: ``‖r‖² = (1/D) Σ_j r_j²``), so the units against the output-RKHS norm of seed 002 are
 λ_FR = Λ/D and κ_FR = κ/√D (ε too), MATH.md §8. A missing entry (NaN) is **masked**: left out of the loss (each
-row averaged over its own observed entries), never interpolated (there is no order among the columns).
+row averaged over its own observed entries, :attr:`~rffor.outputs.base.OutputSpace.row_average` "observed"; the
+output-kernel embeddings of :class:`~rffor.outputs.OutputKernelSpace` average over all D instead, as the exact
+structured solver does), never interpolated (there is no order among the columns).
 """
 
 from __future__ import annotations

@@ -25,7 +25,12 @@ is the exact solver's (``tests/test_structured.py``).
 The data keep the raw outputs (label sets, histograms, scalars: a Zarr store of them, or arrays); the fit reads
 them through :class:`EmbeddedOutputs`, a chunked view that applies ψ to each chunk where the chunk is read (on the
 Dask workers for a store). Missing labels (NaN) are masked only by a coordinatewise exact embedding (a missing label
-is then a missing coordinate of ψ); any other embedding refuses them, chunk by chunk.
+is then a missing coordinate of ψ); any other embedding refuses them, chunk by chunk. A row with missing labels is
+averaged over all D coordinates, a missing one counting as a zero residual (:attr:`OutputKernelSpace.row_average`,
+:class:`rffor.losses.OverAllColumns`), not over its own observed count as curves are (MATH.md §9): with the units
+of MATH.md §8 (λ_FR = s Λ, κ/√D, ε/√D) its loss is then ``s L(‖(ψ(y_i) − h(x_i))_{O_i}‖)``, s times the exact
+solver's, which sums each row's loss over its observed labels (:mod:`rffor.structured`, "Missing labels"); so the
+random-feature fit with Nyström input features on all n rows is the exact solver's on masked labels too.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._linalg import eigh_psd
-from ..chunked import spread_chunks
+from ..chunked import read_rows
 from ..features import RandomFourierFeatures, feature_map_from_state, register_feature_map, seed_sequence
 from ..output_kernels import DEFAULT_RANK_TOL, OutputKernel, output_kernel_from_spec
 from .embedding import EmbeddingSpace
@@ -212,28 +217,54 @@ def make_output_embedding(
     return NystromOutputFeatures(kernel, landmarks, rank_tol)
 
 
-def landmark_outputs(data, n_landmarks: int, seed, *, read_rows: int | None = None) -> np.ndarray:
-    """M landmark outputs: distinct output rows drawn uniformly (seeded) from the rows of whole chunks spread over
-    the data (all rows when the data have at most ``read_rows``, default 20 M), read on the driver.
+#: rows drawn per landmark output (:func:`landmark_outputs`)
+ROWS_PER_LANDMARK = 20
+
+
+def landmark_outputs(run, data, n_landmarks: int, seed, *, draw_rows: int | None = None):
+    """The distinct outputs of rows drawn from all n rows, and M landmark outputs among them, read where the data is.
+
+    What is read where: the **driver** draws ``R = min(n, draw_rows)`` row indices (default ``draw_rows`` = 20 M)
+    uniformly without replacement from all n rows (all rows when n ≤ R; seed ``seed`` extended by the key 0) and
+    opens no chunk of the data; the **partition tasks** of the session ``run`` read only those rows' outputs from
+    the chunks that hold them and send their partition's distinct complete rows (:func:`rffor.chunked.read_rows`):
+    at most R·m float values, R·m·4 bytes for a float32 store (M = 200 landmarks of m = 14 labels: ≤ 224 KB), fewer
+    where outputs repeat; the row indices, R·8 bytes, travel the other way. The driver merges them into the distinct
+    outputs seen (deduplicated: a repeated output adds no direction to the output space, module docstring) and draws
+    M of them uniformly without replacement (seed ``seed``). For n ≤ R the landmarks are those of a draw from all
+    the distinct complete outputs of the data. The result depends on the seed alone, not on the executor or P.
+    The workers read every chunk that holds a drawn row (R rows drawn uniformly from n ≫ R hit nearly every chunk:
+    one pass of chunk reads on the workers, as the Nyström input centres' draw, :func:`rffor.chunked.read_rows`).
 
     Parameters
     ----------
-    data : chunked dataset (:mod:`rffor.chunked`)
+    run : executor session over ``data`` (:mod:`rffor.executor`)
+    data : chunked dataset (:mod:`rffor.chunked`) of raw outputs
     n_landmarks : int
-        M (fewer when the rows read hold fewer distinct outputs).
+        M (fewer when the rows drawn hold fewer distinct complete outputs).
     seed : int or tuple of ints
+    draw_rows : int, optional
+        R before the cap at n (default ``ROWS_PER_LANDMARK`` · M).
 
     Returns
     -------
-    ndarray of shape (≤ M, m), float64
-        Rows with a missing entry are left out.
+    seen : ndarray of shape (≤ R, m), float64
+        The distinct complete outputs of the rows drawn (rows with a missing entry are left out), lexicographic
+        order: what the output kind is judged on.
+    landmarks : ndarray of shape (≤ M, m), float64
+        M rows of ``seen``.
     """
-    read_rows = 20 * int(n_landmarks) if read_rows is None else int(read_rows)
-    chunks: Sequence[int] = range(data.n_chunks) if data.n <= read_rows else spread_chunks(data, read_rows)
-    Y = np.concatenate([np.asarray(data.chunk(i)[1], dtype=np.float64) for i in chunks])
-    Y = np.unique(Y[~np.isnan(Y).any(axis=1)], axis=0)
+    R = ROWS_PER_LANDMARK * int(n_landmarks) if draw_rows is None else int(draw_rows)
+    if data.n <= R:
+        rows = np.arange(data.n)
+    else:
+        ss = seed_sequence(seed)
+        rows_seed = np.random.SeedSequence(ss.entropy, spawn_key=(*ss.spawn_key, 0))
+        rows = np.sort(np.random.default_rng(rows_seed).choice(data.n, size=R, replace=False))
+    seen = read_rows(run, data, rows, outputs=True, distinct=True, label="landmark outputs")
     rng = np.random.default_rng(seed_sequence(seed))
-    return Y[np.sort(rng.choice(len(Y), size=min(int(n_landmarks), len(Y)), replace=False))]
+    landmarks = seen[np.sort(rng.choice(len(seen), size=min(int(n_landmarks), len(seen)), replace=False))]
+    return seen, landmarks
 
 
 class EmbeddedOutputs:
@@ -296,6 +327,10 @@ class OutputKernelSpace(EmbeddingSpace):
     """
 
     kind = "output_kernel"
+    #: a row with missing labels is averaged over all D coordinates, a missing one a zero residual
+    #: (:class:`rffor.losses.OverAllColumns`): its loss is then s L(‖r_O‖), s times the exact structured dual's
+    #: row loss summed over the observed labels, in the units of MATH.md §8 (module docstring)
+    row_average = "all"
 
     def __init__(self, kernel: OutputKernel, embedding):
         super().__init__(int(embedding.n_features))

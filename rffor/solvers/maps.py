@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..chunked import read_rows
 from ..features import NystromFeatures, RandomFourierFeatures, seed_sequence
 from ..kernels import Kernel
 from ..outputs import CurveGrid, OutputMap
@@ -140,16 +141,11 @@ def share_output_side(run, problem, kernel_theta: Kernel):
     return out, run.share(replace(problem.fit_maps, Phi_theta=out.Phi_theta))
 
 
-def _centre_rows_task(part, p: int, chunk_ids, wanted: dict[int, np.ndarray]) -> list[np.ndarray]:
-    """The rows ``wanted[i]`` (local indices) of the inputs of each of the partition's chunks i, in chunk order."""
-    return [np.array(X_i[wanted[i]]) for i, X_i, _ in part.iter_chunks([int(i) for i in chunk_ids])]
-
-
 def sample_centres(run, data, n_centres: int, seed) -> np.ndarray:
     """Nyström centres: ``min(M, n)`` input rows drawn uniformly without replacement from all n rows.
 
     The row indices are drawn on the driver (``numpy`` Generator seeded by ``seed``); the rows are read by the
-    partition tasks of the chunks that hold them (:meth:`executor session.map`), only M rows of d values travel.
+    partition tasks of the chunks that hold them (:func:`rffor.chunked.read_rows`), only M rows of d values travel.
 
     Parameters
     ----------
@@ -167,7 +163,4 @@ def sample_centres(run, data, n_centres: int, seed) -> np.ndarray:
     """
     rng = np.random.default_rng(seed_sequence(seed))
     rows = np.sort(rng.choice(data.n, size=min(int(n_centres), data.n), replace=False))
-    c = data.chunk_rows
-    wanted = {int(i): rows[rows // c == i] - i * c for i in np.unique(rows // c)}
-    parts = run.map(_centre_rows_task, wanted, chunks=sorted(wanted), label="Nyström centres")
-    return np.concatenate([r for part in parts if part is not None for r in part]).astype(np.float64)
+    return read_rows(run, data, rows, label="Nyström centres")

@@ -148,7 +148,8 @@ def _prepare(data, outputs, settings, options, loss, kernel_theta):
             "level_sampling draws levels anywhere in [0, 1]: the outputs must be scalar targets seen on a grid "
             "(outputs=rffor.outputs.QuantileLevels)"
         )
-    return space.view(data), space, settings.resolved(loss), loss, kernel_theta
+    # the loss as the space averages rows with missing outputs (over their observed entries, or over all m)
+    return space.view(data), space, settings.resolved(loss), space.masked_loss(loss), kernel_theta
 
 
 def _seed(saved, random_state) -> int:
