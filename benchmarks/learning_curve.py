@@ -484,8 +484,10 @@ def main(argv=None) -> int:
                 floors.append(contamination_floor(args.seed, rho, kappa))
                 print(f"ρ = {rho:g}, κ = {kappa:g}: floor {floors[-1]['floor']:.3g} ± {floors[-1]['sem']:.2g}",
                       flush=True)  # fmt: skip
-        save_json("learning_curve_contamination", dict(info=machine_info(args.threads), argv=sys.argv,
-                                                       floors=floors, wall_seconds=time.perf_counter() - tic))
+        save_json(
+            "learning_curve_contamination",
+            dict(info=machine_info(args.threads), argv=sys.argv, floors=floors, wall_seconds=time.perf_counter() - tic),
+        )
         return 0
     if args.quick:
         args.ns, args.n_test, args.draws, args.draw_max_n, args.noise = [3000, 10_000], 300, 2, 10_000, [0.01]
