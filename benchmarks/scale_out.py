@@ -528,7 +528,34 @@ def _cold(maps):
     return dataclasses.replace(maps, cache_key=uuid.uuid4().hex)
 
 
-def measure_constants(D_x: int, rows: int, seed: int, chunk_rows: int, tmp: Path) -> dict:
+def _at_once(fns: list, repeats: int = 3) -> float:
+    """Wall seconds of ``fns`` run at the same time, one per forked process (each started by a barrier, after a
+    warm-up call): the slowest process's, median over ``repeats``."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    barrier, queue = ctx.Barrier(len(fns)), ctx.Queue()
+
+    def run(k: int) -> None:
+        fns[k]()
+        seconds = []
+        for _ in range(repeats):
+            barrier.wait()
+            tic = time.perf_counter()
+            fns[k]()
+            seconds.append(time.perf_counter() - tic)
+        queue.put(seconds)
+
+    procs = [ctx.Process(target=run, args=(k,)) for k in range(len(fns))]
+    for proc in procs:
+        proc.start()
+    times = [queue.get(timeout=600) for _ in procs]
+    for proc in procs:
+        proc.join()
+    return float(np.median(np.max(np.array(times), axis=0)))
+
+
+def measure_constants(D_x: int, rows: int, seed: int, chunk_rows: int, tmp: Path, concurrency: bool = False) -> dict:
     """The constants of the model at D_x, in this process with one BLAS thread (a Dask worker's).
 
     Rates are rows per second per core of each route's own task on ``rows`` curves read from a Zarr store in
@@ -606,6 +633,23 @@ def measure_constants(D_x: int, rows: int, seed: int, chunk_rows: int, tmp: Path
                 return list(pool.map(lambda k: round_task(data, k, halves[k], plan2, o["state"], 0), range(2)))
 
         out["DSGD round"]["threads_2"] = _timed(lambda: rounds(1), 3)[0] / _timed(lambda: rounds(2), 3)[0]
+    # this machine's cores at work at once: each route's task on half the rows in 2 processes at the same time
+    # against one process alone (the validation's workers are processes sharing this machine's cores)
+    if concurrency and len(ids) >= 2:
+        from rffor.executor import usable_cpus
+
+        k = min(usable_cpus(), len(ids))
+        pieces = [ids[j * len(ids) // k : (j + 1) * len(ids) // k] for j in range(k)]
+        planp = o["plan"](pieces)
+        tasks = {
+            "closed form": lambda j: sums_task(data, j, pieces[j], _cold(maps)),
+            "MM pass": lambda j: grad_task(data, j, pieces[j], maps, B, loss),
+            "DSGD round": lambda j: round_task(data, j, pieces[j], planp, o["state"], 0),
+        }
+        for name, task in tasks.items():
+            alone = _at_once([lambda task=task: task(0)])
+            together = _at_once([lambda j=j, task=task: task(j) for j in range(k)])
+            out[name]["concurrency"] = alone / together
     # merges
     q = sums.r.shape[1]
     a, b2 = _factor(np.random.default_rng(seed), D_x, q, D_x + 30), sums.r
@@ -735,13 +779,17 @@ def pass_time(
     s: int = 8,
     fanout: int = 2,
     threads_scaling: str = "measured",
+    idle_cores: float = 0.0,
 ) -> dict:
     """Modelled seconds of one pass of ``route`` (its constants ``c`` at a D_x, the cluster's ``cl``).
 
     - compute: ``n / rate`` core-seconds over the ``min(P, cores)`` tasks at work at once, each core running
       ceil(P / cores) tasks in turn, each with its fixed seconds ``task_s`` (the intercept of the rate's line);
       with ``layout="thread"`` on workers of T threads (a multiple of s) a process runs T partitions at once on
-      its threads (a fused first-level task) at :func:`thread_speedup` (T);
+      its threads (a fused first-level task) at :func:`thread_speedup` (T); on this machine (the validation), 2+
+      tasks at once compute at the rate ``concurrency`` measured for processes sharing its cores, and, when the
+      cores are all at work, the cluster's idle CPU (``idle_cores``: scheduler, nannies and workers between tasks,
+      measured) is taken from them;
       with ``layout="worker"`` a chunkwise task (closed form, MM; not a DSGD round, one sequential chain) shares its
       chunks among its u = min(threads, n_chunks / P, cores / tasks) threads at :func:`thread_speedup` (u), plus
       the tree over its c = ``n_chunks / P`` chunk results: c − 1 merges shared by its threads, and the last
@@ -776,6 +824,10 @@ def pass_time(
         per_task = n_chunks / P
         local_depth = math.ceil(math.log(per_task, s) - 1e-9) if per_task > 1 else 0
         fold = (per_task - 1) * c["merge_after"] / speedup + local_depth * (s - 1) * c["merge_after"]
+    if running >= 2:  # this machine's cores at work at once (measured for the validation only)
+        rate *= c.get("concurrency", 1.0)
+    if running * speedup >= cores and idle_cores > 0:  # the cluster's own processes take their share of the cores
+        rate *= max(cores - idle_cores, 0.5) / cores
     compute = n / rate / (running * speedup) + rounds * c.get("task_s", 0.0) + fold
     if era == "after":
         merges, depth = _merge_tasks(P, s)
@@ -796,6 +848,24 @@ def pass_time(
     total = compute + sched + tree + bcast + c["driver_s"]
     return {"seconds": total, "compute": compute, "scheduler": sched, "merges": tree, "broadcast": bcast,
             "driver": c["driver_s"], "tasks": tasks, "copies": copies}  # fmt: skip
+
+
+def _idle_cores(seconds: float = 2.0) -> float:
+    """Cores used by this process's child processes (a cluster's scheduler, nannies and workers, idle) over
+    ``seconds``."""
+    import psutil
+
+    def cpu() -> float:
+        total = 0.0
+        for proc in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                times = proc.cpu_times()
+                total += times.user + times.system
+        return total
+
+    before = cpu()
+    time.sleep(seconds)
+    return max(cpu() - before, 0.0) / seconds
 
 
 def validate_model(args, consts: dict, cl: dict) -> list[dict]:
@@ -822,6 +892,7 @@ def validate_model(args, consts: dict, cl: dict) -> list[dict]:
             sub = tmp / f"{layout}{workers}"
             sub.mkdir()
             with dask_processes(sub, workers, nthreads=threads) as address:
+                idle = _idle_cores()
                 ex = DaskExecutor(scheduler_address=address)
                 with ex.open(data, P, partitions_per=layout) as s:
                     maps_h = s.share(o["maps"])
@@ -848,9 +919,10 @@ def validate_model(args, consts: dict, cl: dict) -> list[dict]:
             for route in MODEL_ROUTES:
                 c = dict(consts[route])
                 pred = pass_time(c, cl, route=route, n=data.n, workers=workers, threads=threads, P=P, layout=layout,
-                                 era="after", cores=cores, n_chunks=data.n_chunks, bandwidth=cl["bandwidth_workers"],
+                                 idle_cores=idle, era="after", cores=cores, n_chunks=data.n_chunks,
+                                 bandwidth=cl["bandwidth_workers"],
                                  latency=0.0)  # fmt: skip
-                row = {"route": route, "layout": layout, "workers": workers, "threads": threads, "P": P,
+                row = {"route": route, "layout": layout, "workers": workers, "threads": threads, "P": P, "idle": idle,
                        "measured_s": measured[route], "predicted_s": pred["seconds"], "parts": pred,
                        "load": os.getloadavg()[0]}  # fmt: skip
                 row["error"] = row["predicted_s"] / row["measured_s"] - 1
@@ -883,7 +955,7 @@ def project(consts_by_dx: dict, cl: dict) -> list[dict]:
                 nodes = max(1, W // NODE_CORES)
                 for label, route, s, chunk_rows in variants:
                     n_chunks = n // chunk_rows
-                    c = consts[route]
+                    c = {k: v for k, v in consts[route].items() if k != "concurrency"}  # this machine's only
                     ideal = n / c["rate"] / W
                     row = {"D_x": D_x, "n": n, "cores": W, "nodes": nodes, "route": label, "ideal_s": ideal}
                     for era, scaling in (("before", "linear"), ("after", "linear"), ("after", "measured")):
@@ -947,7 +1019,8 @@ def bench_model(args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         for D_x in dict.fromkeys(dxs):
             rows = args.model_rows if D_x <= 1000 else max(2 * args.model_chunk, args.model_rows // 4)
-            out["constants"][D_x] = measure_constants(D_x, rows, args.seed, args.model_chunk, Path(tmp))
+            out["constants"][D_x] = measure_constants(D_x, rows, args.seed, args.model_chunk, Path(tmp),
+                                                      concurrency=D_x == args.model_features)  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         P_values = [2, 4, 8, 16] if args.quick else [2, 4, 8, 16, 32, 64, 128]
@@ -1579,7 +1652,9 @@ def _model_lines(res: dict) -> list[str]:
         "workers. Rows/s per core: the slope of a line through the task on one chunk and on all the rows; task: its "
         "intercept, the seconds a task spends whatever its rows (unpacking what it receives, opening the store, a "
         "round's set-up); 2 threads: the task on a pool of 2 threads of one process against 1 (closed form, MM: a "
-        "partition's chunks shared, `fold_chunks`; DSGD: two partitions at once, as a fused first-level task).",
+        "partition's chunks shared, `fold_chunks`; DSGD: two partitions at once, as a fused first-level task); 2 "
+        "processes (the validation's D_x only): the rate of each of 2 processes running the task on half the rows at "
+        "once over one process's alone (this machine's 2 cores at work together).",
         "",
         markdown_table(
             [
@@ -1588,6 +1663,7 @@ def _model_lines(res: dict) -> list[str]:
                 "rows/s per core",
                 "task (ms)",
                 "2 threads",
+                "2 processes",
                 "merge after (s)",
                 "merge before (s)",
                 "partial (KB)",
@@ -1601,6 +1677,7 @@ def _model_lines(res: dict) -> list[str]:
                     f"{c[route]['rate']:,.0f}",
                     f"{1e3 * c[route].get('task_s', 0.0):.1f}",
                     f"{c[route]['threads_2']:.2f}x" if "threads_2" in c[route] else "",
+                    f"{c[route]['concurrency']:.2f}" if "concurrency" in c[route] else "",
                     f"{c[route]['merge_after']:.4f}",
                     f"{c[route]['merge_before']:.4f}",
                     f"{c[route]['part_bytes'] / 1e3:,.0f}",
@@ -1616,12 +1693,13 @@ def _model_lines(res: dict) -> list[str]:
         "against the model fed with the constants above; goal: within 25%.",
         "",
         markdown_table(
-            ["route", "layout", "workers x threads", "measured (s)", "model (s)", "error"],
+            ["route", "layout", "workers x threads", "cluster idle (cores)", "measured (s)", "model (s)", "error"],
             [
                 [
                     r["route"],
                     r["layout"],
                     f"{r['workers']}x{r['threads']}",
+                    f"{r['idle']:.2f}" if "idle" in r else "",
                     f"{r['measured_s']:.2f}",
                     f"{r['predicted_s']:.2f}",
                     f"{100 * r['error']:+.0f}%",
@@ -1634,7 +1712,10 @@ def _model_lines(res: dict) -> list[str]:
         "",
         "The model's compute: the rows over the cores at work at once, each core's tasks in turn with their fixed "
         'seconds; a task\'s threads (closed form and MM with `partitions_per="worker"`) at the measured 2-thread '
-        "speed; a DSGD round's task is one chain: one thread whatever the layout.",
+        "speed; a DSGD round's task is one chain: one thread whatever the layout. On this machine two or more tasks at "
+        "once run at the measured 2-process rate, and when they fill the cores they share them with the cluster's "
+        "own idle CPU (scheduler, nannies, workers' event loops: cluster idle, measured before the passes). The "
+        "projections use neither (a node's cores against one core, a scheduler on its own machine).",
         "",
         f"Projected efficiency per pass (ideal compute time over modelled pass time), before → after: links of "
         f"{NET_BANDWIDTH * 8 / 1e9:g} Gb/s and {NET_LATENCY * 1e3:g} ms per hop, nodes of {NODE_CORES} cores, chunks "
