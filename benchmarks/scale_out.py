@@ -604,6 +604,12 @@ def measure_constants(D_x: int, rows: int, seed: int, chunk_rows: int, tmp: Path
     t, rs = _timed(lambda: round_task(data, 0, ids, plan, o["state"], 0), 3)
     t1, _ = _timed(lambda: round_task(data, 0, ids[:1], plan1, o["state"], 0), 3)
     out["DSGD round"] = line(t, t1, plan.round_steps[0] * 256, plan1.round_steps[0] * 256)
+    # a task on a worker first unpacks what it receives (the executor's _Packed: one pickle each)
+    for name, received in (("closed form", (maps,)), ("MM pass", (maps, B)), ("DSGD round", (plan, o["state"]))):
+        blobs = [pickle.dumps(x, protocol=4) for x in received]
+        unpack = _best(lambda blobs=blobs: [pickle.loads(b) for b in blobs], 3)[0]
+        out[name]["unpack_s"] = unpack
+        out[name]["task_s"] += unpack
     # a task's chunks shared by 2 threads (partitions_per="worker"), against 1: chunkwise routes only
     from rffor.executor import fold_chunks, is_chunkwise
 
@@ -697,6 +703,14 @@ def noop_task(part, p, chunk_ids):
     return np.zeros(1)
 
 
+def _spin(stop) -> None:
+    """Keep a core busy until ``stop`` is set."""
+    x = 0
+    while not stop.is_set():
+        for _ in range(100_000):
+            x += 1
+
+
 def measure_cluster(address: str, data, P_values: list[int]) -> dict:
     """Per-task and per-pass overhead of the scheduler, from passes of :func:`noop_task` (a least-squares line of
     the pass time against the tasks of the pass), and the transfer rate between two worker processes (a 64 MB
@@ -710,6 +724,26 @@ def measure_cluster(address: str, data, P_values: list[int]) -> dict:
     secs = np.array([r["pass_s"] for r in rows])
     slope, intercept = np.polyfit(tasks, secs, 1)
     out = {"t_task": float(max(slope, 1e-5)), "t_pass": float(max(intercept, 0.0)), "noop": rows}
+    # the same passes while every core of this machine computes (as in the validation's passes, where the
+    # scheduler, the workers' event loops and their transfers wait for a core): one busy process per core
+    import multiprocessing
+
+    from rffor.executor import usable_cpus
+
+    ctx = multiprocessing.get_context("fork")
+    stop = ctx.Event()
+    hogs = [ctx.Process(target=_spin, args=(stop,), daemon=True) for _ in range(usable_cpus())]
+    for hog in hogs:
+        hog.start()
+    try:
+        busy = count_passes(address, data, scale_out.noop_task, lambda s: (), P_values=[p for p in P_values if p <= 16],
+                            passes=5, modes=("tree",), label="no-op, cores busy")  # fmt: skip
+    finally:
+        stop.set()
+        for hog in hogs:
+            hog.join(timeout=10)
+    slope, intercept = np.polyfit([r["tasks"] for r in busy], [r["pass_s"] for r in busy], 1)
+    out.update(t_task_busy=float(max(slope, 1e-5)), t_pass_busy=float(max(intercept, 0.0)), noop_busy=busy)
     with Client(address, set_as_default=False) as c:
         w = sorted(c.scheduler_info()["workers"])
         big = c.submit(np.ones, 8 * 2**20, workers=[w[0]], pure=False)  # 64 MB
@@ -724,7 +758,8 @@ def measure_cluster(address: str, data, P_values: list[int]) -> dict:
         other.result()
         out["bandwidth_driver"] = 64 * 2**20 / (time.perf_counter() - tic)
     print(
-        f"scheduler: {out['t_task'] * 1e3:.2f} ms per task, {out['t_pass'] * 1e3:.0f} ms per pass; transfers: "
+        f"scheduler: {out['t_task'] * 1e3:.2f} ms per task, {out['t_pass'] * 1e3:.0f} ms per pass (cores busy: "
+        f"{out['t_task_busy'] * 1e3:.2f} ms, {out['t_pass_busy'] * 1e3:.0f} ms); transfers: "
         f"{out['bandwidth_workers'] / 1e6:.0f} MB/s between workers, {out['bandwidth_driver'] / 1e6:.0f} MB/s to the "
         f"driver",
         flush=True,
@@ -780,6 +815,7 @@ def pass_time(
     fanout: int = 2,
     threads_scaling: str = "measured",
     idle_cores: float = 0.0,
+    this_machine: bool = False,
 ) -> dict:
     """Modelled seconds of one pass of ``route`` (its constants ``c`` at a D_x, the cluster's ``cl``).
 
@@ -789,7 +825,7 @@ def pass_time(
       its threads (a fused first-level task) at :func:`thread_speedup` (T); on this machine (the validation), 2+
       tasks at once compute at the rate ``concurrency`` measured for processes sharing its cores, and, when the
       cores are all at work, the cluster's idle CPU (``idle_cores``: scheduler, nannies and workers between tasks,
-      measured) is taken from them;
+      measured) is taken from them, and the scheduler's times are those measured with every core busy;
       with ``layout="worker"`` a chunkwise task (closed form, MM; not a DSGD round, one sequential chain) shares its
       chunks among its u = min(threads, n_chunks / P, cores / tasks) threads at :func:`thread_speedup` (u), plus
       the tree over its c = ``n_chunks / P`` chunk results: c − 1 merges shared by its threads, and the last
@@ -826,7 +862,7 @@ def pass_time(
         fold = (per_task - 1) * c["merge_after"] / speedup + local_depth * (s - 1) * c["merge_after"]
     if running >= 2:  # this machine's cores at work at once (measured for the validation only)
         rate *= c.get("concurrency", 1.0)
-    if running * speedup >= cores and idle_cores > 0:  # the cluster's own processes take their share of the cores
+    if this_machine and running * speedup >= cores:  # the cluster's own processes take their share of the cores
         rate *= max(cores - idle_cores, 0.5) / cores
     compute = n / rate / (running * speedup) + rounds * c.get("task_s", 0.0) + fold
     if era == "after":
@@ -844,7 +880,11 @@ def pass_time(
         tree = P * part / bandwidth + (P - 1) * c["merge_before"]
         bcast = workers * shared / bandwidth
         copies = 0
-    sched = tasks * cl["t_task"] + cl["t_pass"]
+    if this_machine and running * speedup >= cores and "t_task_busy" in cl:
+        # this machine (the validation): the tasks fill its cores, the scheduler and workers wait for them
+        sched = tasks * cl["t_task_busy"] + cl["t_pass_busy"]
+    else:
+        sched = tasks * cl["t_task"] + cl["t_pass"]
     total = compute + sched + tree + bcast + c["driver_s"]
     return {"seconds": total, "compute": compute, "scheduler": sched, "merges": tree, "broadcast": bcast,
             "driver": c["driver_s"], "tasks": tasks, "copies": copies}  # fmt: skip
@@ -919,7 +959,7 @@ def validate_model(args, consts: dict, cl: dict) -> list[dict]:
             for route in MODEL_ROUTES:
                 c = dict(consts[route])
                 pred = pass_time(c, cl, route=route, n=data.n, workers=workers, threads=threads, P=P, layout=layout,
-                                 idle_cores=idle, era="after", cores=cores, n_chunks=data.n_chunks,
+                                 idle_cores=idle, this_machine=True, era="after", cores=cores, n_chunks=data.n_chunks,
                                  bandwidth=cl["bandwidth_workers"],
                                  latency=0.0)  # fmt: skip
                 row = {"route": route, "layout": layout, "workers": workers, "threads": threads, "P": P, "idle": idle,
@@ -1650,8 +1690,9 @@ def _model_lines(res: dict) -> list[str]:
         f"{cl['t_pass'] * 1e3:.0f} ms per pass (a line through passes of no-op tasks on 16 worker processes sharing "
         f"this machine's cores with the scheduler), transfers {cl['bandwidth_workers'] / 1e6:.0f} MB/s between "
         "workers. Rows/s per core: the slope of a line through the task on one chunk and on all the rows; task: its "
-        "intercept, the seconds a task spends whatever its rows (unpacking what it receives, opening the store, a "
-        "round's set-up); 2 threads: the task on a pool of 2 threads of one process against 1 (closed form, MM: a "
+        "intercept, the seconds a task spends whatever its rows (opening the store, a round's set-up), plus "
+        "unpickling what a task on a worker receives (maps, B, round plan, state); 2 threads: the task "
+        "on a pool of 2 threads of one process against 1 (closed form, MM: a "
         "partition's chunks shared, `fold_chunks`; DSGD: two partitions at once, as a fused first-level task); 2 "
         "processes (the validation's D_x only): the rate of each of 2 processes running the task on half the rows at "
         "once over one process's alone (this machine's 2 cores at work together).",
@@ -1714,8 +1755,11 @@ def _model_lines(res: dict) -> list[str]:
         'seconds; a task\'s threads (closed form and MM with `partitions_per="worker"`) at the measured 2-thread '
         "speed; a DSGD round's task is one chain: one thread whatever the layout. On this machine two or more tasks at "
         "once run at the measured 2-process rate, and when they fill the cores they share them with the cluster's "
-        "own idle CPU (scheduler, nannies, workers' event loops: cluster idle, measured before the passes). The "
-        "projections use neither (a node's cores against one core, a scheduler on its own machine).",
+        "own idle CPU (scheduler, nannies, workers' event loops: cluster idle, measured before the passes) and the "
+        f"scheduler's times are those of no-op passes with every core busy ({cl.get('t_task_busy', 0) * 1e3:.2f} ms "
+        f"per task, {cl.get('t_pass_busy', 0) * 1e3:.0f} ms per pass: its messages and the workers' wait for a "
+        "core). The projections use none of these (a node's cores against one core, a scheduler on its own "
+        "machine).",
         "",
         f"Projected efficiency per pass (ideal compute time over modelled pass time), before → after: links of "
         f"{NET_BANDWIDTH * 8 / 1e9:g} Gb/s and {NET_LATENCY * 1e3:g} ms per hop, nodes of {NODE_CORES} cores, chunks "
