@@ -1597,21 +1597,70 @@ def report(results: dict[str, dict]) -> str:
         others = [r for r in results.get("speedup_runs", []) if _quiet(r)]
         if others:
             lines += [
-                "Other quiet runs of the command (speedup and overhead per route; runs before the rounds were "
-                "interleaved report the best of 3 fits of each configuration, timed one configuration after the "
-                "other): "
+                "Other quiet runs of the command (speedup / overhead per route: medians over the rounds, their "
+                "range in brackets; runs without rounds timed every configuration's 3 fits one after the other, "
+                "all in this process first, then on 1 worker, then on 2, and report the best fit of each, so a drift "
+                "of the machine between the three phases entered the ratios): "
                 + "; ".join(
                     r["machine"]["date"]
+                    + (f" ({len(r['speedup'][0]['rounds'])} rounds)" if "rounds" in r["speedup"][0] else " (best of 3)")
                     + ": "
-                    + ", ".join(f"{x['route']} {x['speedup']:.2f}x / {100 * x['overhead']:.1f}%" for x in r["speedup"])
+                    + ", ".join(_speedup_text(x) for x in r["speedup"])
                     for r in others
                 )  # fmt: skip
                 + ". The goal holds in a run only where every route is ≥ 1.7x and ≤ 5%.",
                 "",
             ]
+        lines += _speedup_reading(res, results.get("model"), others)
     if "pool" in results:
         lines += _pool_lines(results["pool"])
     return "\n".join(lines)
+
+
+def _speedup_reading(res: dict, model: dict | None, others: list[dict]) -> list[str]:
+    """Where the speedup runs' spread came from and what this machine allows, from the saved results."""
+    rows = res["speedup"]
+    if "rounds" not in rows[0]:
+        return []
+    spread = {
+        r["route"]: (max(x["overhead"] for x in r["rounds"]) - min(x["overhead"] for x in r["rounds"])) for r in rows
+    }
+    text = (
+        "Where the spread most likely came from (not isolated factor by factor): the runs without rounds timed all "
+        "fits in this process first, then on 1 worker, then on 2, and divided the best of 3 of one phase by the best "
+        "of 3 of another, so whatever drifted between the phases (minutes apart: the page cache, the other helpers' "
+        "paused processes, the VM's neighbours) went into the ratio, and one fast fit moved a best-of-3; their "
+        "clusters were also warmed up by a small closed form only, so MM's and the selection's first use on the "
+        "workers fell into the timed fits. Interleaved and warmed up by every route, the three configurations of a "
+        "round run within a minute of each other; the overhead's spread over the rounds of this run is "
+        + ", ".join(f"{route} {100 * s:.1f} points" for route, s in spread.items())
+        + "; the hypervisor's steal time per round (a few tenths of a second against fits of 7-20 s) is the part no "
+        "pause of this machine's processes removes."
+    )
+    conc = None
+    if model and "constants" in model:
+        c = next((c for c in model["constants"].values() if "concurrency" in c.get("MM pass", {})), {})
+        conc = {route: c[route].get("concurrency") for route in ("closed form", "MM pass") if route in c}
+    if conc and all(v is not None for v in conc.values()):
+        text += (
+            " What this machine gives two processes at once: each runs at "
+            + " and ".join(f"{v:.2f} ({route})" for route, v in conc.items())
+            + " of one process alone (the model's `2 processes`, measured by the `--model` run), so 2 workers can be "
+            "at most "
+            + " and ".join(f"{2 * v:.2f}x" for v in conc.values())
+            + " as fast as one on these tasks, before any orchestration."
+        )
+    return [text, ""]
+
+
+def _speedup_text(x: dict) -> str:
+    """A route's speedup and overhead in one run (medians and the rounds' range when it has rounds)."""
+    text = f"{x['route']} {x['speedup']:.2f}x"
+    if "rounds" in x:
+        s = [r["speedup"] for r in x["rounds"]]
+        o = [100 * r["overhead"] for r in x["rounds"]]
+        return text + f" [{min(s):.2f}-{max(s):.2f}] / {100 * x['overhead']:.1f}% [{min(o):.1f} to {max(o):.1f}]"
+    return text + f" / {100 * x['overhead']:.1f}%"
 
 
 #: the validation's goal: the model within this relative error of every measured pass
