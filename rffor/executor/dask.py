@@ -12,7 +12,8 @@ What crosses the network
 - Once per reduce (closed form, warm start, reweighting, gradient passes): the current B when the pass needs it,
   to the workers; the partitions' partials merge on the workers by the fixed tree of
   :func:`rffor.executor.tree_fold` (fan-in ``split_every``) and the driver receives the root alone: one partial
-  per pass whatever P, no merge on the driver. The driver sends one task message per partition and per merge.
+  per pass whatever P, no merge on the driver. The driver sends one task message per leaf task, merge and
+  broadcast copy.
 
 Shipped objects and merge inputs travel as one in-band pickle each (:class:`_Packed`), so that their arrays are
 fresh, aligned allocations on the worker: BLAS then computes the driver's bits. Tasks carry keys
