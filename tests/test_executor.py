@@ -127,6 +127,23 @@ def test_broadcast_plan_counts():
     assert broadcast_copies(1, 1, 2) == (0, 0)
 
 
+def test_cost_model_counts_the_executors_tasks_per_pass():
+    """benchmarks/scale_out.py's model at n = 1e8, D_x = 1000 on 64 nodes of 16 threads: a DSGD round has 64 leaf
+    tasks (16 partitions each), 19 merge tasks above the first level (tree_levels(128, 8)) and 4 copies of its
+    588 KB state: 87, where a task per group of 8 made 210; an MM pass (one partition per node) 64 + 9 + 3."""
+    so = _scale_out()
+    base = {"rate": 1e5, "merge_after": 1e-4, "merge_before": 1e-4, "driver_s": 0.0}
+    kw = dict(n=10**8, era="after", cores=1024, n_chunks=10**4, bandwidth=1.25e9, latency=2e-4, s=8)
+    cl = {"t_task": 1e-3, "t_pass": 0.03}
+    dsgd = so.pass_time({**base, "part_bytes": 784_000, "shared_bytes": 588_000, "chunkwise": False}, cl,
+                        route="DSGD round", workers=64, threads=16, P=1024, layout="thread", **kw)  # fmt: skip
+    mm = so.pass_time({**base, "part_bytes": 392_000, "shared_bytes": 392_000}, cl, route="MM pass", workers=64,
+                      threads=16, P=64, layout="worker", **kw)  # fmt: skip
+    above = sum(len(level) for level in tree_levels(128, 8))  # the tree over the 128 first-level groups
+    assert (dsgd["tasks"], dsgd["copies"], above) == (64 + 19 + 4, 4, 19)
+    assert (mm["tasks"], mm["copies"]) == (64 + len(tree_levels(64, 8)[0]) + 1 + 3, 3)
+
+
 def test_serial_reduce_folds_the_tree(store, W):
     """The serial executor's reduce is the tree fold of its map; the tree changes float sums (the check below is
     sensitive to the order), and with s >= P it is the left fold of before."""
@@ -522,9 +539,35 @@ def test_first_level_groups_run_as_tasks_on_workers_of_many_threads(store, split
     above = sum(len(level) for level in tree_levels(16, s_)[1:])  # merge tasks above the first level
     assert above == (1 if s_ == 4 else 7)
     assert all(st.tasks - st.broadcast_copies == 4 + above for st in stats)
+    # the cost model of benchmarks/scale_out.py counts the executor's tasks (2 workers: no broadcast copies)
+    model = _scale_out().pass_time(
+        {"rate": 1.0, "part_bytes": 1, "shared_bytes": 1, "merge_after": 0.0, "merge_before": 0.0, "driver_s": 0.0},
+        {"t_task": 0.0, "t_pass": 0.0}, route="DSGD round", n=16, workers=2, threads=4, P=16, layout="thread",
+        era="after", cores=8, n_chunks=32, bandwidth=1.0, latency=0.0, s=s_,
+    )  # fmt: skip
+    assert [st.tasks for st in stats] == [model["tasks"]] * 2 and model["copies"] == 0
     pooled = {(pid, n) for pid, n in names if n.startswith("rffor-part")}
     assert len(pooled) >= 6 and len({pid for pid, _ in pooled}) == 2, names  # 4 groups on 2 workers' threads
     np.testing.assert_array_equal(remote.coef, dsgd.coef)
+
+
+def _scale_out():
+    """benchmarks/scale_out.py, loaded by path (benchmarks/ is not a package; sys.path restored)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "benchmarks"
+    path = list(sys.path)
+    try:
+        sys.path.insert(0, str(bench))
+        spec = importlib.util.spec_from_file_location("scale_out", bench / "scale_out.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["scale_out"] = mod
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path[:] = path
+    return mod
 
 
 def _pieces_passes(executor, data, P):
