@@ -73,7 +73,7 @@ from _common import (
 import rffor.data  # noqa: E402
 from rffor._linalg import append_rows, merge_triangular, positive_diagonal, triangular_update  # noqa: E402
 from rffor.executor import IdleWorkersWarning, fold_group  # noqa: E402
-from rffor.executor.dask import DaskExecutor  # noqa: E402
+from rffor.executor.dask import BROADCAST_COPY_BYTES, DaskExecutor  # noqa: E402
 
 REPO = BENCH_DIR.parent
 
@@ -843,7 +843,7 @@ def pass_time(
       holding it;
     - the driver's own solve.
     """
-    from rffor.executor.dask import BROADCAST_COPY_BYTES, broadcast_copies, broadcast_serves
+    from rffor.executor.dask import broadcast_copies, broadcast_serves
 
     rate, part, shared = c["rate"], c["part_bytes"], c["shared_bytes"]
     running = max(1, min(P, cores))  # tasks at work at once
@@ -1488,6 +1488,14 @@ def report(results: dict[str, dict]) -> str:
             _counting_table(rows, route),
             "",
         ]
+        if "broadcast_copy_bytes" not in res:  # a run from before copies on few holders
+            lines += [
+                "The tasks column of this run counts a broadcast copy on every worker (before `broadcast_serves`): "
+                "with copies on few holders, an object of 400-600 KB (B, the DSGD state at D_x = 1000) sent to 16 "
+                "workers makes 1 copy task, not 15 (`broadcast_copies`); bytes and merges are unchanged. Rerun "
+                f"`python benchmarks/scale_out.py --{'routes' if route else 'counting'}` to count them.",
+                "",
+            ]
     if "memory" in results:
         res = results["memory"]
         rows = res["memory"]
@@ -1922,7 +1930,8 @@ def main(argv=None) -> None:
     with limit_blas_threads(args.threads):
         for part in parts:
             results: dict = {"machine": machine_info(args.threads), "argv": sys.argv, "split_every": args.split_every,
-                             "features": args.features, "route_features": args.route_features}  # fmt: skip
+                             "features": args.features, "route_features": args.route_features,
+                             "broadcast_copy_bytes": BROADCAST_COPY_BYTES}  # fmt: skip
             with ForeignCPU() as foreign:
                 if part == "tpqrt":
                     sizes = [(1000, 100)] if args.quick else [(1000, 100), (4000, 100)]
