@@ -73,7 +73,7 @@ from _common import (
 import rffor.data  # noqa: E402
 from rffor._linalg import append_rows, merge_triangular, positive_diagonal, triangular_update  # noqa: E402
 from rffor.executor import IdleWorkersWarning, fold_group  # noqa: E402
-from rffor.executor.dask import DaskExecutor  # noqa: E402
+from rffor.executor.dask import BROADCAST_COPY_BYTES, DaskExecutor  # noqa: E402
 
 REPO = BENCH_DIR.parent
 
@@ -528,7 +528,34 @@ def _cold(maps):
     return dataclasses.replace(maps, cache_key=uuid.uuid4().hex)
 
 
-def measure_constants(D_x: int, rows: int, seed: int, chunk_rows: int, tmp: Path) -> dict:
+def _at_once(fns: list, repeats: int = 3) -> float:
+    """Wall seconds of ``fns`` run at the same time, one per forked process (each started by a barrier, after a
+    warm-up call): the slowest process's, median over ``repeats``."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    barrier, queue = ctx.Barrier(len(fns)), ctx.Queue()
+
+    def run(k: int) -> None:
+        fns[k]()
+        seconds = []
+        for _ in range(repeats):
+            barrier.wait()
+            tic = time.perf_counter()
+            fns[k]()
+            seconds.append(time.perf_counter() - tic)
+        queue.put(seconds)
+
+    procs = [ctx.Process(target=run, args=(k,)) for k in range(len(fns))]
+    for proc in procs:
+        proc.start()
+    times = [queue.get(timeout=600) for _ in procs]
+    for proc in procs:
+        proc.join()
+    return float(np.median(np.max(np.array(times), axis=0)))
+
+
+def measure_constants(D_x: int, rows: int, seed: int, chunk_rows: int, tmp: Path, concurrency: bool = False) -> dict:
     """The constants of the model at D_x, in this process with one BLAS thread (a Dask worker's).
 
     Rates are rows per second per core of each route's own task on ``rows`` curves read from a Zarr store in
@@ -557,15 +584,78 @@ def measure_constants(D_x: int, rows: int, seed: int, chunk_rows: int, tmp: Path
     ids = list(range(data.n_chunks))
     out: dict = {"D_x": D_x, "rows": data.n, "chunk_rows": chunk_rows, "D_theta": int(B.shape[1])}
     sums_task(data, 0, ids[:1], _cold(maps))  # warm-up: imports, the store's first read
+    rows1 = min(data.chunk_rows, data.n)
+
+    def line(t_all: float, t_one: float, rows_all: int, rows_one: int) -> dict:
+        """Rows/s (the slope through a task on one chunk and on all) and the task's fixed seconds (its intercept:
+        unpacking the shared objects, opening the store, a round's set-up), at least 0."""
+        rate = (rows_all - rows_one) / max(t_all - t_one, 1e-9) if rows_all > rows_one else rows_all / t_all
+        return {"rate": rate, "task_s": max(0.0, t_one - rows_one / rate), "rate_whole": rows_all / t_all}
+
     t, sums = _timed(lambda: sums_task(data, 0, ids, _cold(maps)), 3)
-    out["closed form"] = {"rate": data.n / t}
+    t1, _ = _timed(lambda: sums_task(data, 0, ids[:1], _cold(maps)), 3)
+    out["closed form"] = line(t, t1, data.n, rows1)
     t_cold, g = _timed(lambda: grad_task(data, 0, ids, _cold(maps), B, loss), 3)
     grad_task(data, 0, ids, maps, B, loss)  # fills the cache of ``maps``
     t_warm, _ = _timed(lambda: grad_task(data, 0, ids, maps, B, loss), 3)
-    out["MM pass"] = {"rate": data.n / t_warm, "rate_cold": data.n / t_cold}
-    plan = o["plan"]([ids])
+    t1, _ = _timed(lambda: grad_task(data, 0, ids[:1], maps, B, loss), 3)
+    out["MM pass"] = {**line(t_warm, t1, data.n, rows1), "rate_cold": data.n / t_cold}
+    plan, plan1 = o["plan"]([ids]), o["plan"]([ids[:1]])
     t, rs = _timed(lambda: round_task(data, 0, ids, plan, o["state"], 0), 3)
-    out["DSGD round"] = {"rate": plan.round_steps[0] * 256 / t}
+    t1, _ = _timed(lambda: round_task(data, 0, ids[:1], plan1, o["state"], 0), 3)
+    out["DSGD round"] = line(t, t1, plan.round_steps[0] * 256, plan1.round_steps[0] * 256)
+    # a task on a worker first unpacks what it receives (the executor's _Packed: one pickle each)
+    for name, received in (("closed form", (maps,)), ("MM pass", (maps, B)), ("DSGD round", (plan, o["state"]))):
+        blobs = [pickle.dumps(x, protocol=4) for x in received]
+        unpack = _best(lambda blobs=blobs: [pickle.loads(b) for b in blobs], 3)[0]
+        out[name]["unpack_s"] = unpack
+        out[name]["task_s"] += unpack
+    # a task's chunks shared by 2 threads (partitions_per="worker"), against 1: chunkwise routes only
+    from rffor.executor import fold_chunks, is_chunkwise
+
+    for name, fn, fn_args in (
+        ("closed form", sums_task, lambda: (_cold(maps),)),
+        ("MM pass", grad_task, lambda: (maps, B, loss)),
+        ("DSGD round", round_task, None),
+    ):
+        out[name]["chunkwise"] = bool(is_chunkwise(fn))
+        if not out[name]["chunkwise"] or len(ids) < 2:
+            continue
+        reps = 1 if D_x > 2000 and name == "closed form" else 3  # seconds each: the run stays under 15 minutes
+        one = _timed(lambda fn=fn, fa=fn_args: fold_chunks(fn, data, 0, ids, fa(), None, 1, 8), reps)[0]
+        two = _timed(lambda fn=fn, fa=fn_args: fold_chunks(fn, data, 0, ids, fa(), None, 2, 8), reps)[0]
+        out[name]["threads_2"] = one / two
+    # DSGD: a worker's threads run partitions (each one sequential chain), as a fused first-level task does
+    if len(ids) >= 2:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from rffor.executor import one_blas_thread
+
+        halves = [ids[: len(ids) // 2], ids[len(ids) // 2 :]]
+        plan2 = o["plan"](halves)
+
+        def rounds(threads: int):
+            with one_blas_thread(), ThreadPoolExecutor(threads) as pool:
+                return list(pool.map(lambda k: round_task(data, k, halves[k], plan2, o["state"], 0), range(2)))
+
+        out["DSGD round"]["threads_2"] = _timed(lambda: rounds(1), 3)[0] / _timed(lambda: rounds(2), 3)[0]
+    # this machine's cores at work at once: each route's task on half the rows in 2 processes at the same time
+    # against one process alone (the validation's workers are processes sharing this machine's cores)
+    if concurrency and len(ids) >= 2:
+        from rffor.executor import usable_cpus
+
+        k = min(usable_cpus(), len(ids))
+        pieces = [ids[j * len(ids) // k : (j + 1) * len(ids) // k] for j in range(k)]
+        planp = o["plan"](pieces)
+        tasks = {
+            "closed form": lambda j: sums_task(data, j, pieces[j], _cold(maps)),
+            "MM pass": lambda j: grad_task(data, j, pieces[j], maps, B, loss),
+            "DSGD round": lambda j: round_task(data, j, pieces[j], planp, o["state"], 0),
+        }
+        for name, task in tasks.items():
+            alone = _at_once([lambda task=task: task(0)])
+            together = _at_once([lambda j=j, task=task: task(j) for j in range(k)])
+            out[name]["concurrency"] = alone / together
     # merges
     q = sums.r.shape[1]
     a, b2 = _factor(np.random.default_rng(seed), D_x, q, D_x + 30), sums.r
@@ -613,6 +703,14 @@ def noop_task(part, p, chunk_ids):
     return np.zeros(1)
 
 
+def _spin(stop) -> None:
+    """Keep a core busy until ``stop`` is set."""
+    x = 0
+    while not stop.is_set():
+        for _ in range(100_000):
+            x += 1
+
+
 def measure_cluster(address: str, data, P_values: list[int]) -> dict:
     """Per-task and per-pass overhead of the scheduler, from passes of :func:`noop_task` (a least-squares line of
     the pass time against the tasks of the pass), and the transfer rate between two worker processes (a 64 MB
@@ -626,6 +724,26 @@ def measure_cluster(address: str, data, P_values: list[int]) -> dict:
     secs = np.array([r["pass_s"] for r in rows])
     slope, intercept = np.polyfit(tasks, secs, 1)
     out = {"t_task": float(max(slope, 1e-5)), "t_pass": float(max(intercept, 0.0)), "noop": rows}
+    # the same passes while every core of this machine computes (as in the validation's passes, where the
+    # scheduler, the workers' event loops and their transfers wait for a core): one busy process per core
+    import multiprocessing
+
+    from rffor.executor import usable_cpus
+
+    ctx = multiprocessing.get_context("fork")
+    stop = ctx.Event()
+    hogs = [ctx.Process(target=_spin, args=(stop,), daemon=True) for _ in range(usable_cpus())]
+    for hog in hogs:
+        hog.start()
+    try:
+        busy = count_passes(address, data, scale_out.noop_task, lambda s: (), P_values=[p for p in P_values if p <= 16],
+                            passes=5, modes=("tree",), label="no-op, cores busy")  # fmt: skip
+    finally:
+        stop.set()
+        for hog in hogs:
+            hog.join(timeout=10)
+    slope, intercept = np.polyfit([r["tasks"] for r in busy], [r["pass_s"] for r in busy], 1)
+    out.update(t_task_busy=float(max(slope, 1e-5)), t_pass_busy=float(max(intercept, 0.0)), noop_busy=busy)
     with Client(address, set_as_default=False) as c:
         w = sorted(c.scheduler_info()["workers"])
         big = c.submit(np.ones, 8 * 2**20, workers=[w[0]], pure=False)  # 64 MB
@@ -640,7 +758,8 @@ def measure_cluster(address: str, data, P_values: list[int]) -> dict:
         other.result()
         out["bandwidth_driver"] = 64 * 2**20 / (time.perf_counter() - tic)
     print(
-        f"scheduler: {out['t_task'] * 1e3:.2f} ms per task, {out['t_pass'] * 1e3:.0f} ms per pass; transfers: "
+        f"scheduler: {out['t_task'] * 1e3:.2f} ms per task, {out['t_pass'] * 1e3:.0f} ms per pass (cores busy: "
+        f"{out['t_task_busy'] * 1e3:.2f} ms, {out['t_pass_busy'] * 1e3:.0f} ms); transfers: "
         f"{out['bandwidth_workers'] / 1e6:.0f} MB/s between workers, {out['bandwidth_driver'] / 1e6:.0f} MB/s to the "
         f"driver",
         flush=True,
@@ -654,6 +773,27 @@ def _merge_tasks(P: int, s: int) -> tuple[int, int]:
 
     levels = tree_levels(P, s)
     return sum(1 for level in levels for g in level if len(g) > 1), len(levels)
+
+
+def thread_speedup(c: dict, threads: float, scaling: str = "measured") -> float:
+    """Speed of a chunkwise task on ``threads`` threads of one process against one thread.
+
+    ``"linear"``: ``threads`` (an upper bound: the threads share one interpreter and run at once only where the
+    work releases the GIL). ``"measured"``: the 2-thread speedup measured in this run (``c["threads_2"]``,
+    :func:`measure_constants`), between 1 and 2 threads linear in between, beyond 2 by Amdahl's law with the
+    serial fraction it implies, σ = 2 / speedup_2 − 1: 1 / (σ + (1 − σ) / threads) (a lower estimate: it assumes
+    that nothing of the GIL-bound part overlaps at more threads); ``"linear"`` when not measured.
+    """
+    if threads <= 1:
+        return 1.0
+    s2 = c.get("threads_2")
+    if scaling == "linear" or s2 is None:
+        return float(threads)
+    s2 = min(max(s2, 1.0), 2.0)
+    if threads <= 2:
+        return 1.0 + (threads - 1.0) * (s2 - 1.0)
+    sigma = 2.0 / s2 - 1.0
+    return 1.0 / (sigma + (1.0 - sigma) / threads)
 
 
 def pass_time(
@@ -673,50 +813,99 @@ def pass_time(
     latency: float,
     s: int = 8,
     fanout: int = 2,
+    threads_scaling: str = "measured",
+    idle_cores: float = 0.0,
+    this_machine: bool = False,
 ) -> dict:
     """Modelled seconds of one pass of ``route`` (its constants ``c`` at a D_x, the cluster's ``cl``).
 
-    - compute: ``n / rate`` core-seconds over the cores that work: ``min(P, cores)`` single-threaded tasks
-      (``layout="thread"``), or ``min(P · threads, n_chunks, cores)`` (``"worker"``: a task's threads share its
-      chunks), plus, per worker task, the tree over its c = ``n_chunks / P`` chunk results: c − 1 merges shared by
-      its threads, and the last groups' merges after the last chunk, ceil(log_s c) · (s − 1) of them in sequence;
-    - scheduler: ``t_task`` per task (leaves, merge tasks, broadcast copies to every worker but the fan-out's
-      first) and ``t_pass`` per pass; with ``layout="thread"`` on workers whose threads are a multiple of s, the
-      tree's first level runs as tasks of s partitions each (P / s leaf tasks);
+    - compute: ``n / rate`` core-seconds over the ``min(P, cores)`` tasks at work at once, each core running
+      ceil(P / cores) tasks in turn, each with its fixed seconds ``task_s`` (the intercept of the rate's line);
+      with ``layout="thread"`` on workers of T threads (a multiple of s) a process runs T partitions at once on
+      its threads (a fused first-level task) at :func:`thread_speedup` (T); on this machine (the validation), 2+
+      tasks at once compute at the rate ``concurrency`` measured for processes sharing its cores, and, when the
+      cores are all at work, the cluster's idle CPU (``idle_cores``: scheduler, nannies and workers between tasks,
+      measured) is taken from them, and the scheduler's times are those measured with every core busy;
+      with ``layout="worker"`` a chunkwise task (closed form, MM; not a DSGD round, one sequential chain) shares its
+      chunks among its u = min(threads, n_chunks / P, cores / tasks) threads at :func:`thread_speedup` (u), plus
+      the tree over its c = ``n_chunks / P`` chunk results: c − 1 merges shared by its threads, and the last
+      groups' merges after the last chunk, ceil(log_s c) · (s − 1) of them in sequence;
+    - scheduler: ``t_task`` per task and ``t_pass`` per pass. The tasks are the executor's
+      (:meth:`rffor.executor.dask._DaskSession._attempt`): leaves, merge tasks, and the broadcast's copy tasks
+      (:func:`rffor.executor.dask.broadcast_copies`: ceil(W / f) − 1 holders besides the scattered object's worker,
+      f = :func:`~rffor.executor.dask.broadcast_serves` of the shared object's size). With ``layout="thread"`` on
+      workers whose threads T are a multiple of s, a leaf task runs T / s first-level groups (T partitions, P / T
+      leaf tasks), and the merge tasks are those of the tree above the first level;
     - ``era="after"``: the tree: depth × ((s − 1) merges + one partial's transfer + latency) on the critical path,
-      the root to the driver, the shared object down a tree of fan-out 2 (ceil(log2 workers) hops);
-      ``"before"``: every partial to the driver, received one after another, P − 1 merges there (a dense QR for the
-      closed form), the shared object fetched by every worker from the one holding it;
+      the root to the driver, the shared object down the broadcast tree (its hops, then a holder sending it to the
+      f − 1 workers it serves); ``"before"``: every partial to the driver, received one after another, P − 1
+      merges there (a dense QR for the closed form), the shared object fetched by every worker from the one
+      holding it;
     - the driver's own solve.
     """
+    from rffor.executor.dask import broadcast_copies, broadcast_serves
+
     rate, part, shared = c["rate"], c["part_bytes"], c["shared_bytes"]
-    if layout == "thread":
-        busy = min(P, cores)
-        fold = 0.0
-    else:
-        busy = min(P * threads, n_chunks, cores)
+    running = max(1, min(P, cores))  # tasks at work at once
+    rounds = math.ceil(P / running)  # tasks each core runs in turn
+    fold, speedup = 0.0, 1.0
+    if layout == "thread" and threads >= s and threads % s == 0 and P >= threads:
+        # fused first-level tasks: a worker process runs T partitions at once on its T threads
+        running = max(1, min(P, cores) // threads)
+        speedup = thread_speedup(c, threads, threads_scaling)
+        rounds = math.ceil(P / (running * threads))
+    elif layout == "worker" and c.get("chunkwise", True):  # a task's threads share its chunks
+        usable = max(1.0, min(threads, n_chunks / P, cores / running))
+        speedup = thread_speedup(c, usable, threads_scaling)
         per_task = n_chunks / P
         local_depth = math.ceil(math.log(per_task, s) - 1e-9) if per_task > 1 else 0
-        fold = (per_task - 1) * c["merge_after"] / max(threads, 1) + local_depth * (s - 1) * c["merge_after"]
-    compute = n / rate / max(busy, 1) + fold
-    hops = math.ceil(math.log(workers, fanout) - 1e-9) if workers > 1 else 0
+        fold = (per_task - 1) * c["merge_after"] / speedup + local_depth * (s - 1) * c["merge_after"]
+    if running >= 2:  # this machine's cores at work at once (measured for the validation only)
+        rate *= c.get("concurrency", 1.0)
+    if this_machine and running * speedup >= cores:  # the cluster's own processes take their share of the cores
+        rate *= max(cores - idle_cores, 0.5) / cores
+    compute = n / rate / (running * speedup) + rounds * c.get("task_s", 0.0) + fold
     if era == "after":
         merges, depth = _merge_tasks(P, s)
-        copies = (workers - 1) if shared and workers - 1 > fanout else 0
+        serves = broadcast_serves(workers, shared, BROADCAST_COPY_BYTES) if shared else 1
+        copies, hops = broadcast_copies(workers, serves, fanout) if shared else (0, 0)
         tasks = P + merges + copies
-        if layout == "thread" and threads >= s and threads % s == 0:  # first-level groups as tasks
+        if layout == "thread" and threads >= s and threads % s == 0:  # T / s first-level groups per task
             groups = math.ceil(P / s)
-            tasks = groups + _merge_tasks(groups, s)[0] + copies
+            tasks = math.ceil(groups / (threads // s)) + _merge_tasks(groups, s)[0] + copies
         tree = depth * ((s - 1) * c["merge_after"] + part / bandwidth + latency) + part / bandwidth
-        bcast = hops * (shared / bandwidth + latency) if shared else 0.0
+        bcast = hops * (shared / bandwidth + latency) + (serves - 1) * shared / bandwidth if shared else 0.0
     else:
         tasks = P
         tree = P * part / bandwidth + (P - 1) * c["merge_before"]
         bcast = workers * shared / bandwidth
-    sched = tasks * cl["t_task"] + cl["t_pass"]
+        copies = 0
+    if this_machine and running * speedup >= cores and "t_task_busy" in cl:
+        # this machine (the validation): the tasks fill its cores, the scheduler and workers wait for them
+        sched = tasks * cl["t_task_busy"] + cl["t_pass_busy"]
+    else:
+        sched = tasks * cl["t_task"] + cl["t_pass"]
     total = compute + sched + tree + bcast + c["driver_s"]
     return {"seconds": total, "compute": compute, "scheduler": sched, "merges": tree, "broadcast": bcast,
-            "driver": c["driver_s"], "tasks": tasks}  # fmt: skip
+            "driver": c["driver_s"], "tasks": tasks, "copies": copies}  # fmt: skip
+
+
+def _idle_cores(seconds: float = 2.0) -> float:
+    """Cores used by this process's child processes (a cluster's scheduler, nannies and workers, idle) over
+    ``seconds``."""
+    import psutil
+
+    def cpu() -> float:
+        total = 0.0
+        for proc in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                times = proc.cpu_times()
+                total += times.user + times.system
+        return total
+
+    before = cpu()
+    time.sleep(seconds)
+    return max(cpu() - before, 0.0) / seconds
 
 
 def validate_model(args, consts: dict, cl: dict) -> list[dict]:
@@ -743,6 +932,7 @@ def validate_model(args, consts: dict, cl: dict) -> list[dict]:
             sub = tmp / f"{layout}{workers}"
             sub.mkdir()
             with dask_processes(sub, workers, nthreads=threads) as address:
+                idle = _idle_cores()
                 ex = DaskExecutor(scheduler_address=address)
                 with ex.open(data, P, partitions_per=layout) as s:
                     maps_h = s.share(o["maps"])
@@ -769,9 +959,10 @@ def validate_model(args, consts: dict, cl: dict) -> list[dict]:
             for route in MODEL_ROUTES:
                 c = dict(consts[route])
                 pred = pass_time(c, cl, route=route, n=data.n, workers=workers, threads=threads, P=P, layout=layout,
-                                 era="after", cores=cores, n_chunks=data.n_chunks, bandwidth=cl["bandwidth_workers"],
+                                 idle_cores=idle, this_machine=True, era="after", cores=cores, n_chunks=data.n_chunks,
+                                 bandwidth=cl["bandwidth_workers"],
                                  latency=0.0)  # fmt: skip
-                row = {"route": route, "layout": layout, "workers": workers, "threads": threads, "P": P,
+                row = {"route": route, "layout": layout, "workers": workers, "threads": threads, "P": P, "idle": idle,
                        "measured_s": measured[route], "predicted_s": pred["seconds"], "parts": pred,
                        "load": os.getloadavg()[0]}  # fmt: skip
                 row["error"] = row["predicted_s"] / row["measured_s"] - 1
@@ -804,10 +995,10 @@ def project(consts_by_dx: dict, cl: dict) -> list[dict]:
                 nodes = max(1, W // NODE_CORES)
                 for label, route, s, chunk_rows in variants:
                     n_chunks = n // chunk_rows
-                    c = consts[route]
+                    c = {k: v for k, v in consts[route].items() if k != "concurrency"}  # this machine's only
                     ideal = n / c["rate"] / W
                     row = {"D_x": D_x, "n": n, "cores": W, "nodes": nodes, "route": label, "ideal_s": ideal}
-                    for era in ("before", "after"):
+                    for era, scaling in (("before", "linear"), ("after", "linear"), ("after", "measured")):
                         if era == "before":
                             kw = dict(workers=W, threads=1, P=min(W, n_chunks), layout="thread")
                         elif route == "DSGD round":
@@ -815,10 +1006,12 @@ def project(consts_by_dx: dict, cl: dict) -> list[dict]:
                         else:
                             kw = dict(workers=nodes, threads=NODE_CORES, P=nodes, layout="worker")
                         t = pass_time(c, cl, route=route, n=n, era=era, cores=W, n_chunks=n_chunks,
-                                      bandwidth=NET_BANDWIDTH, latency=NET_LATENCY, s=s, **kw)  # fmt: skip
-                        row[f"{era}_s"] = t["seconds"]
-                        row[f"{era}_efficiency"] = ideal / t["seconds"]
-                        row[f"{era}_parts"] = t
+                                      bandwidth=NET_BANDWIDTH, latency=NET_LATENCY, s=s, threads_scaling=scaling,
+                                      **kw)  # fmt: skip
+                        key = era if scaling == "linear" or era == "before" else "after_measured"
+                        row[f"{key}_s"] = t["seconds"]
+                        row[f"{key}_efficiency"] = ideal / t["seconds"]
+                        row[f"{key}_parts"] = t
                     out.append(row)
     return out
 
@@ -866,7 +1059,8 @@ def bench_model(args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         for D_x in dict.fromkeys(dxs):
             rows = args.model_rows if D_x <= 1000 else max(2 * args.model_chunk, args.model_rows // 4)
-            out["constants"][D_x] = measure_constants(D_x, rows, args.seed, args.model_chunk, Path(tmp))
+            out["constants"][D_x] = measure_constants(D_x, rows, args.seed, args.model_chunk, Path(tmp),
+                                                      concurrency=D_x == args.model_features)  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         P_values = [2, 4, 8, 16] if args.quick else [2, 4, 8, 16, 32, 64, 128]
@@ -1048,13 +1242,28 @@ def fit_rff(*args, **kw):
         return fit(*args, **kw)
 
 
+def _steal_seconds() -> float:
+    """CPU seconds the hypervisor gave other guests so far (``/proc/stat`` steal, all CPUs; NaN if unknown): time
+    that a paused machine cannot keep from a timing."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
+        return float("nan")
+
+
 def bench_speedup(args) -> list[dict]:
     """Wall time of whole fits by the default routes (:func:`rffor.solvers.rff.fit_rff`: square loss → closed form;
     H_κ^2 → MM passes; square loss with ``lam="auto"``; Nyström features of ``--speedup-features`` centres) from a
     Zarr store of ``--speedup-n`` curves (d = 50, m = 100, chunks of 10,000 rows): in this process (P = 1, one BLAS
-    thread), on an embedded LocalCluster of 1 worker (P = 1) and of 2 workers (P = 2), each cluster warmed up by a
-    small fit first; best of ``--repeats``. Speedup: 1 worker's time over 2 workers'; overhead: 1 worker's time over
-    this process's, minus 1."""
+    thread), on an embedded LocalCluster of 1 worker (P = 1) and of 2 workers (P = 2), both clusters started first
+    and warmed up by one fit of each route (imports, the store opened, first-pass code paths on the workers).
+
+    ``--repeats`` rounds, each fitting every route in this process, on 1 worker and on 2 workers one after the
+    other (interleaved: a drift of the machine during the run weighs on the three alike). Per round, speedup = 1
+    worker's time over 2 workers', overhead = 1 worker's time over this process's, minus 1; reported: every
+    round's, and their medians (the result). Each fit also records the hypervisor's steal time during it."""
     from rffor.executor import SerialExecutor
     from rffor.executor.dask import connect
     from rffor.kernels import Gaussian
@@ -1067,39 +1276,48 @@ def bench_speedup(args) -> list[dict]:
     routes = {"closed form": dict(loss=Square(), lam=1e-6), "MM": dict(loss=Huber(0.1, 2), lam=1e-6),
               'lam="auto"': dict(loss=Square(), lam="auto")}  # fmt: skip
     out = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         mem = _model_data(n, args.seed, chunk)
         ds = rffor.data.write(os.fspath(Path(tmp) / "fit.zarr"), mem.X, mem.Y, mem.theta, chunks=chunk)
         del mem
-        times: dict = {name: {} for name in SPEEDUP_ROUTES}
-
-        def best(executor, P, name):
-            return min(
-                _timed(lambda: fit_rff(ds, executor=executor, n_partitions=P, **common, **routes[name]))[0]
-                for _ in range(args.repeats)
-            )
-
-        for name in SPEEDUP_ROUTES:
-            times[name][0] = best(SerialExecutor(), 1, name)
+        executors = {0: SerialExecutor()}
         for workers in (1, 2):
-            with connect(n_workers=workers) as conn:
-                ex = DaskExecutor(client=conn.client)
-                # warm-up: imports, the store opened on the workers
-                fit_rff(
-                    ds, executor=ex, n_partitions=workers, **{**common, "n_features_x": 20}, loss=Square(), lam=1e-3
-                )
-                for name in SPEEDUP_ROUTES:
-                    times[name][workers] = best(ex, workers, name)
+            conn = stack.enter_context(connect(n_workers=workers))
+            executors[workers] = DaskExecutor(client=conn.client)
+
+        def fit(workers: int, name: str, **kw) -> dict:
+            steal = _steal_seconds()
+            seconds = _timed(lambda: fit_rff(ds, executor=executors[workers], n_partitions=max(workers, 1),
+                                             **{**common, **kw}, **routes[name]))[0]  # fmt: skip
+            return {"seconds": seconds, "steal_s": _steal_seconds() - steal}
+
+        for name in SPEEDUP_ROUTES:  # warm-up, not timed: every route once on every executor
+            for workers in (0, 1, 2):
+                fit(workers, name, max_passes=2, n_features_x=100)
+        rounds: dict = {name: [] for name in SPEEDUP_ROUTES}
+        for r in range(args.repeats):
+            for name in SPEEDUP_ROUTES:
+                t = {workers: fit(workers, name) for workers in (0, 1, 2)}
+                one = {"serial_s": t[0]["seconds"], "one_worker_s": t[1]["seconds"], "two_workers_s": t[2]["seconds"],
+                       "steal_s": sum(x["steal_s"] for x in t.values())}  # fmt: skip
+                one["speedup"] = one["one_worker_s"] / one["two_workers_s"]
+                one["overhead"] = one["one_worker_s"] / one["serial_s"] - 1
+                rounds[name].append(one)
+                print(f"round {r + 1} {name}: this process {one['serial_s']:.2f} s, 1 worker "
+                      f"{one['one_worker_s']:.2f} s, 2 workers {one['two_workers_s']:.2f} s: speedup "
+                      f"{one['speedup']:.2f}x, overhead {100 * one['overhead']:.1f}%, steal {one['steal_s']:.2f} s",
+                      flush=True)  # fmt: skip
         for name in SPEEDUP_ROUTES:
-            t = times[name]
-            row = {"route": name, "n": n, "D_x": args.speedup_features, "serial_s": t[0], "one_worker_s": t[1],
-                   "two_workers_s": t[2], "load": os.getloadavg()[0]}  # fmt: skip
-            row["speedup"] = row["one_worker_s"] / row["two_workers_s"]
-            row["overhead"] = row["one_worker_s"] / row["serial_s"] - 1
+            rs = rounds[name]
+            row = {"route": name, "n": n, "D_x": args.speedup_features, "rounds": rs, "load": os.getloadavg()[0]}
+            for key in ("serial_s", "one_worker_s", "two_workers_s", "speedup", "overhead"):
+                row[key] = float(np.median([x[key] for x in rs]))
             out.append(row)
-            print(f"{name}: this process {row['serial_s']:.1f} s, 1 worker {row['one_worker_s']:.1f} s, 2 workers "
-                  f"{row['two_workers_s']:.1f} s: speedup {row['speedup']:.2f}x, overhead "
-                  f"{100 * row['overhead']:.1f}%, load {row['load']:.1f}", flush=True)  # fmt: skip
+            print(f"{name}: medians over {len(rs)} rounds: this process {row['serial_s']:.2f} s, 1 worker "
+                  f"{row['one_worker_s']:.2f} s, 2 workers {row['two_workers_s']:.2f} s: speedup {row['speedup']:.2f}x "
+                  f"(rounds {min(x['speedup'] for x in rs):.2f}-{max(x['speedup'] for x in rs):.2f}), overhead "
+                  f"{100 * row['overhead']:.1f}% (rounds {100 * min(x['overhead'] for x in rs):.1f} to "
+                  f"{100 * max(x['overhead'] for x in rs):.1f}%)", flush=True)  # fmt: skip
     return out
 
 
@@ -1270,6 +1488,14 @@ def report(results: dict[str, dict]) -> str:
             _counting_table(rows, route),
             "",
         ]
+        if "broadcast_copy_bytes" not in res:  # a run from before copies on few holders
+            lines += [
+                "The tasks column of this run counts a broadcast copy on every worker (before `broadcast_serves`): "
+                "with copies on few holders, an object of 400-600 KB (B, the DSGD state at D_x = 1000) sent to 16 "
+                "workers makes 1 copy task, not 15 (`broadcast_copies`); bytes and merges are unchanged. Rerun "
+                f"`python benchmarks/scale_out.py --{'routes' if route else 'counting'}` to count them.",
+                "",
+            ]
     if "memory" in results:
         res = results["memory"]
         rows = res["memory"]
@@ -1318,43 +1544,131 @@ def report(results: dict[str, dict]) -> str:
             lines += ["Not published: the machine was not quiet; rerun the command above on a quiet machine.", ""]
         else:
             rows = res["speedup"]
-            lines += [
-                f"Whole fits from a Zarr store of {rows[0]['n']:,} curves (d = 50, m = 100), Nyström D_x = "
-                f"{rows[0]['D_x']}; goal: ≥ 1.7x on 2 workers, overhead ≤ 5%.",
-                "",
-                markdown_table(
-                    ["route", "this process (s)", "1 worker (s)", "2 workers (s)", "speedup", "overhead"],
-                    [
+            if "rounds" in rows[0]:
+                k = len(rows[0]["rounds"])
+                steal = sum(x["steal_s"] for r in rows for x in r["rounds"])
+                lines += [
+                    f"Whole fits from a Zarr store of {rows[0]['n']:,} curves (d = 50, m = 100), Nyström D_x = "
+                    f"{rows[0]['D_x']}; both clusters started and warmed up (every route once, not timed) first, then "
+                    f"{k} rounds, each fitting every route in this process, on 1 worker and on 2 one after the other; "
+                    "speedup and overhead per round, the result their median. Goal: ≥ 1.7x on 2 workers, overhead "
+                    f"≤ 5%. The hypervisor's steal time during the timed fits: {steal:.1f} s in all.",
+                    "",
+                    markdown_table(
                         [
-                            r["route"],
-                            f"{r['serial_s']:.1f}",
-                            f"{r['one_worker_s']:.1f}",
-                            f"{r['two_workers_s']:.1f}",
-                            f"{r['speedup']:.2f}x",
-                            f"{100 * r['overhead']:.1f}%",
-                        ]
-                        for r in rows
-                    ],
-                ),  # fmt: skip
-                "",
-            ]
+                            "route",
+                            "this process (s)",
+                            "1 worker (s)",
+                            "2 workers (s)",
+                            "speedup",
+                            "overhead",
+                            "speedup per round",
+                            "overhead per round",
+                        ],
+                        [
+                            [
+                                r["route"],
+                                f"{r['serial_s']:.2f}",
+                                f"{r['one_worker_s']:.2f}",
+                                f"{r['two_workers_s']:.2f}",
+                                f"{r['speedup']:.2f}x",
+                                f"{100 * r['overhead']:.1f}%",
+                                " ".join(f"{x['speedup']:.2f}" for x in r["rounds"]),
+                                " ".join(f"{100 * x['overhead']:.1f}" for x in r["rounds"]),
+                            ]
+                            for r in rows
+                        ],
+                    ),  # fmt: skip
+                    "",
+                ]
+            else:
+                lines += [
+                    f"Whole fits from a Zarr store of {rows[0]['n']:,} curves (d = 50, m = 100), Nyström D_x = "
+                    f"{rows[0]['D_x']}; best of the repeats; goal: ≥ 1.7x on 2 workers, overhead ≤ 5%.",
+                    "",
+                    markdown_table(
+                        ["route", "this process (s)", "1 worker (s)", "2 workers (s)", "speedup", "overhead"],
+                        [
+                            [
+                                r["route"],
+                                f"{r['serial_s']:.1f}",
+                                f"{r['one_worker_s']:.1f}",
+                                f"{r['two_workers_s']:.1f}",
+                                f"{r['speedup']:.2f}x",
+                                f"{100 * r['overhead']:.1f}%",
+                            ]
+                            for r in rows
+                        ],
+                    ),  # fmt: skip
+                    "",
+                ]
         others = [r for r in results.get("speedup_runs", []) if _quiet(r)]
         if others:
             lines += [
-                "Other quiet runs of the same command on the same code (the spread of a 2-core machine: "
-                "speedup and overhead per route): "
+                "Other quiet runs of the command (speedup / overhead per route: medians over the rounds, their "
+                "range in brackets; runs without rounds timed every configuration's 3 fits one after the other, "
+                "all in this process first, then on 1 worker, then on 2, and report the best fit of each, so a drift "
+                "of the machine between the three phases entered the ratios): "
                 + "; ".join(
                     r["machine"]["date"]
+                    + (f" ({len(r['speedup'][0]['rounds'])} rounds)" if "rounds" in r["speedup"][0] else " (best of 3)")
                     + ": "
-                    + ", ".join(f"{x['route']} {x['speedup']:.2f}x / {100 * x['overhead']:.1f}%" for x in r["speedup"])
+                    + ", ".join(_speedup_text(x) for x in r["speedup"])
                     for r in others
                 )  # fmt: skip
                 + ". The goal holds in a run only where every route is ≥ 1.7x and ≤ 5%.",
                 "",
             ]
+        lines += _speedup_reading(res, results.get("model"), others)
     if "pool" in results:
         lines += _pool_lines(results["pool"])
     return "\n".join(lines)
+
+
+def _speedup_reading(res: dict, model: dict | None, others: list[dict]) -> list[str]:
+    """Where the speedup runs' spread came from and what this machine allows, from the saved results."""
+    rows = res["speedup"]
+    if "rounds" not in rows[0]:
+        return []
+    spread = {
+        r["route"]: (max(x["overhead"] for x in r["rounds"]) - min(x["overhead"] for x in r["rounds"])) for r in rows
+    }
+    text = (
+        "Where the spread most likely came from (not isolated factor by factor): the runs without rounds timed all "
+        "fits in this process first, then on 1 worker, then on 2, and divided the best of 3 of one phase by the best "
+        "of 3 of another, so whatever drifted between the phases (minutes apart: the page cache, the other helpers' "
+        "paused processes, the VM's neighbours) went into the ratio, and one fast fit moved a best-of-3; their "
+        "clusters were also warmed up by a small closed form only, so MM's and the selection's first use on the "
+        "workers fell into the timed fits. Interleaved and warmed up by every route, the three configurations of a "
+        "round run within a minute of each other; the overhead's spread over the rounds of this run is "
+        + ", ".join(f"{route} {100 * s:.1f} points" for route, s in spread.items())
+        + "; the hypervisor's steal time per round (a few tenths of a second against fits of 7-20 s) is the part no "
+        "pause of this machine's processes removes."
+    )
+    conc = None
+    if model and "constants" in model:
+        c = next((c for c in model["constants"].values() if "concurrency" in c.get("MM pass", {})), {})
+        conc = {route: c[route].get("concurrency") for route in ("closed form", "MM pass") if route in c}
+    if conc and all(v is not None for v in conc.values()):
+        text += (
+            " What this machine gives two processes at once: each runs at "
+            + " and ".join(f"{v:.2f} ({route})" for route, v in conc.items())
+            + " of one process alone (the model's `2 processes`, measured by the `--model` run), so 2 workers can be "
+            "at most "
+            + " and ".join(f"{2 * v:.2f}x" for v in conc.values())
+            + " as fast as one on these tasks, before any orchestration."
+        )
+    return [text, ""]
+
+
+def _speedup_text(x: dict) -> str:
+    """A route's speedup and overhead in one run (medians and the rounds' range when it has rounds)."""
+    text = f"{x['route']} {x['speedup']:.2f}x"
+    if "rounds" in x:
+        s = [r["speedup"] for r in x["rounds"]]
+        o = [100 * r["overhead"] for r in x["rounds"]]
+        return text + f" [{min(s):.2f}-{max(s):.2f}] / {100 * x['overhead']:.1f}% [{min(o):.1f} to {max(o):.1f}]"
+    return text + f" / {100 * x['overhead']:.1f}%"
 
 
 #: the validation's goal: the model within this relative error of every measured pass
@@ -1432,13 +1746,22 @@ def _model_lines(res: dict) -> list[str]:
         f"the scheduler: {cl['t_task'] * 1e3:.2f} ms per task and "
         f"{cl['t_pass'] * 1e3:.0f} ms per pass (a line through passes of no-op tasks on 16 worker processes sharing "
         f"this machine's cores with the scheduler), transfers {cl['bandwidth_workers'] / 1e6:.0f} MB/s between "
-        "workers.",
+        "workers. Rows/s per core: the slope of a line through the task on one chunk and on all the rows; task: its "
+        "intercept, the seconds a task spends whatever its rows (opening the store, a round's set-up), plus "
+        "unpickling what a task on a worker receives (maps, B, round plan, state); 2 threads: the task "
+        "on a pool of 2 threads of one process against 1 (closed form, MM: a "
+        "partition's chunks shared, `fold_chunks`; DSGD: two partitions at once, as a fused first-level task); 2 "
+        "processes (the validation's D_x only): the rate of each of 2 processes running the task on half the rows at "
+        "once over one process's alone (this machine's 2 cores at work together).",
         "",
         markdown_table(
             [
                 "D_x",
                 "route",
                 "rows/s per core",
+                "task (ms)",
+                "2 threads",
+                "2 processes",
                 "merge after (s)",
                 "merge before (s)",
                 "partial (KB)",
@@ -1450,6 +1773,9 @@ def _model_lines(res: dict) -> list[str]:
                     D_x,
                     route,
                     f"{c[route]['rate']:,.0f}",
+                    f"{1e3 * c[route].get('task_s', 0.0):.1f}",
+                    f"{c[route]['threads_2']:.2f}x" if "threads_2" in c[route] else "",
+                    f"{c[route]['concurrency']:.2f}" if "concurrency" in c[route] else "",
                     f"{c[route]['merge_after']:.4f}",
                     f"{c[route]['merge_before']:.4f}",
                     f"{c[route]['part_bytes'] / 1e3:,.0f}",
@@ -1465,12 +1791,13 @@ def _model_lines(res: dict) -> list[str]:
         "against the model fed with the constants above; goal: within 25%.",
         "",
         markdown_table(
-            ["route", "layout", "workers x threads", "measured (s)", "model (s)", "error"],
+            ["route", "layout", "workers x threads", "cluster idle (cores)", "measured (s)", "model (s)", "error"],
             [
                 [
                     r["route"],
                     r["layout"],
                     f"{r['workers']}x{r['threads']}",
+                    f"{r['idle']:.2f}" if "idle" in r else "",
                     f"{r['measured_s']:.2f}",
                     f"{r['predicted_s']:.2f}",
                     f"{100 * r['error']:+.0f}%",
@@ -1481,13 +1808,25 @@ def _model_lines(res: dict) -> list[str]:
         "",
         _validation_verdict(res["validation"]),
         "",
+        "The model's compute: the rows over the cores at work at once, each core's tasks in turn with their fixed "
+        'seconds; a task\'s threads (closed form and MM with `partitions_per="worker"`) at the measured 2-thread '
+        "speed; a DSGD round's task is one chain: one thread whatever the layout. On this machine two or more tasks at "
+        "once run at the measured 2-process rate, and when they fill the cores they share them with the cluster's "
+        "own idle CPU (scheduler, nannies, workers' event loops: cluster idle, measured before the passes) and the "
+        f"scheduler's times are those of no-op passes with every core busy ({cl.get('t_task_busy', 0) * 1e3:.2f} ms "
+        f"per task, {cl.get('t_pass_busy', 0) * 1e3:.0f} ms per pass: its messages and the workers' wait for a "
+        "core). The projections use none of these (a node's cores against one core, a scheduler on its own "
+        "machine).",
+        "",
         f"Projected efficiency per pass (ideal compute time over modelled pass time), before → after: links of "
         f"{NET_BANDWIDTH * 8 / 1e9:g} Gb/s and {NET_LATENCY * 1e3:g} ms per hop, nodes of {NODE_CORES} cores, chunks "
         f"of {MODEL_CHUNK_ROWS:,} curves. Before: one single-threaded worker per core, P = cores, partials gathered "
         "and folded on the driver (dense QRs), shared objects fetched from one worker. After: the tree on the "
         "workers, broadcasts by tree, one worker process per node, one partition per node for the closed form and "
-        'MM (`partitions_per="worker"`) and one per core for DSGD (8 per task: the first level of the tree). Goals '
-        "(n = 1e8, D_x = 1000): ≥ 90% at 256 "
+        'MM (`partitions_per="worker"`) and one per core for DSGD (16 per task, one per thread: two groups of the '
+        "tree's first level), shared objects copied to few holders (`broadcast_serves`). A node's 16 threads "
+        "assumed to run 16x one (linear; in parentheses: Amdahl's law from the 2 threads measured here, see the "
+        "caveat below). Goals (n = 1e8, D_x = 1000): ≥ 90% at 256 "
         "cores and ≥ 75% at 1024 on all three routes; the D_x = 4000 closed form ≥ 70% at 1024.",
         "",
         markdown_table(
@@ -1496,6 +1835,7 @@ def _model_lines(res: dict) -> list[str]:
                 [f"1e{int(round(math.log10(n)))}", D_x, route]
                 + [
                     f"{100 * r['before_efficiency']:.0f}% → {100 * r['after_efficiency']:.0f}%"
+                    + (f" ({100 * r['after_measured_efficiency']:.0f}%)" if "after_measured_efficiency" in r else "")
                     for r in sorted(
                         (r for r in proj if (r["n"], r["D_x"], r["route"]) == (n, D_x, route)), key=lambda r: r["cores"]
                     )
@@ -1504,15 +1844,42 @@ def _model_lines(res: dict) -> list[str]:
             ],
         ),  # fmt: skip
         "",
-        "**Caveat (in-task parallelism).** The *after* columns of the closed form and MM assume that a node's 16 "
-        'threads share its partition\'s chunks 16-way (`partitions_per="worker"`). This machine measures 2 threads '
-        "at 1.4-1.6x one single-threaded task on the same chunks (the `--pool` block: the TSQR steps and the chunk "
-        "reads now release the GIL; the rest of a chunk's work is Python and small NumPy calls), and cannot measure "
-        "more than 2: those columns are upper bounds until a node of many cores confirms them.",
+        _tasks_line(proj),
+        "",
+        "**Caveat (in-task parallelism).** The *after* columns assume that a node's 16 threads in one worker process "
+        'run 16x one thread: sharing a partition\'s chunks (closed form, MM, `partitions_per="worker"`) or running '
+        "16 partitions at once (DSGD, a fused first-level task). The threads share one interpreter: they run at once "
+        "only where the work releases the GIL (the TSQR steps, BLAS, the chunk reads; not the Python and small NumPy "
+        "calls around them). This machine measures 2 threads only (the constants' `2 threads`, and the `--pool` "
+        "block); Amdahl's law with the serial fraction they imply, σ = 2 / speedup_2 − 1, gives the figures in "
+        "parentheses, a lower estimate. The linear columns are upper bounds until a node of many cores confirms "
+        "them.",
         "",
         "![projected efficiency](figures/scale_out.png)",
         "",
     ]
+
+
+def _tasks_line(proj: list[dict]) -> str:
+    """Tasks per pass of the *after* layout at n = 1e8, D_x = 1000, per route and core count (the model's count
+    of the executor's tasks: leaves, merge tasks, broadcast copies)."""
+    rows = [r for r in proj if r["n"] == 10**8 and r["D_x"] == 1000 and "after_parts" in r]
+    if not rows:
+        return ""
+    parts = []
+    for route in dict.fromkeys(r["route"] for r in rows):
+        sel = sorted((r for r in rows if r["route"] == route), key=lambda r: r["cores"])
+        parts.append(
+            f"{route}: "
+            + ", ".join(
+                f"{r['after_parts']['tasks']} ({r['after_parts'].get('copies', 0)} copies) at {r['cores']}" for r in sel
+            )
+        )
+    return (
+        "Tasks per pass after (n = 1e8, D_x = 1000; leaves, merge tasks and broadcast copies): "
+        + "; ".join(parts)
+        + "."
+    )
 
 
 def main(argv=None) -> None:
@@ -1563,7 +1930,8 @@ def main(argv=None) -> None:
     with limit_blas_threads(args.threads):
         for part in parts:
             results: dict = {"machine": machine_info(args.threads), "argv": sys.argv, "split_every": args.split_every,
-                             "features": args.features, "route_features": args.route_features}  # fmt: skip
+                             "features": args.features, "route_features": args.route_features,
+                             "broadcast_copy_bytes": BROADCAST_COPY_BYTES}  # fmt: skip
             with ForeignCPU() as foreign:
                 if part == "tpqrt":
                     sizes = [(1000, 100)] if args.quick else [(1000, 100), (4000, 100)]

@@ -9,6 +9,7 @@ NumPy with one BLAS thread too.
 
 from __future__ import annotations
 
+import math
 import operator
 import os
 import signal
@@ -104,6 +105,43 @@ def test_tree_levels_and_fold_order():
         SerialExecutor(split_every=1)
     with pytest.raises(ValueError, match="broadcast_fanout"):
         DaskExecutor(broadcast_fanout=0)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="broadcast_copy_bytes"):
+            DaskExecutor(broadcast_copy_bytes=bad)
+
+
+def test_broadcast_plan_counts():
+    """A holder serves f = ceil(sqrt(W · copy_bytes / size)) workers: 64 nodes and the DSGD state of D_x = 1000
+    (588 KB) need 4 copy tasks (not 63), the scattered object serving up to b + f − 1 workers needs none, and with
+    f = 1 every worker but the first holds a copy, reached in ceil(log_b) hops."""
+    from rffor.executor.dask import broadcast_copies, broadcast_serves
+
+    f = broadcast_serves(64, 588_000)
+    assert f == math.ceil(math.sqrt(64 * 2e6 / 588e3)) == 15
+    assert broadcast_copies(64, f, 2) == (4, 3)  # 5 holders: 0 → 1, 2 → 3, 4; members one hop more
+    assert broadcast_serves(64, 588_000, copy_bytes=0) == 1
+    assert broadcast_copies(64, 1, 2) == (63, 6)  # 1 + 2 + … + 32 >= 64 holders after 6 hops
+    assert broadcast_copies(5, 1, 2) == (4, 2)
+    assert broadcast_copies(3, 1, 2) == (0, 1)  # the scattered object serves the 2 others
+    assert broadcast_copies(10, 8, 2) == (0, 1)  # 9 <= b + f − 1
+    assert broadcast_copies(1, 1, 2) == (0, 0)
+
+
+def test_cost_model_counts_the_executors_tasks_per_pass():
+    """benchmarks/scale_out.py's model at n = 1e8, D_x = 1000 on 64 nodes of 16 threads: a DSGD round has 64 leaf
+    tasks (16 partitions each), 19 merge tasks above the first level (tree_levels(128, 8)) and 4 copies of its
+    588 KB state: 87, where a task per group of 8 made 210; an MM pass (one partition per node) 64 + 9 + 3."""
+    so = _scale_out()
+    base = {"rate": 1e5, "merge_after": 1e-4, "merge_before": 1e-4, "driver_s": 0.0}
+    kw = dict(n=10**8, era="after", cores=1024, n_chunks=10**4, bandwidth=1.25e9, latency=2e-4, s=8)
+    cl = {"t_task": 1e-3, "t_pass": 0.03}
+    dsgd = so.pass_time({**base, "part_bytes": 784_000, "shared_bytes": 588_000, "chunkwise": False}, cl,
+                        route="DSGD round", workers=64, threads=16, P=1024, layout="thread", **kw)  # fmt: skip
+    mm = so.pass_time({**base, "part_bytes": 392_000, "shared_bytes": 392_000}, cl, route="MM pass", workers=64,
+                      threads=16, P=64, layout="worker", **kw)  # fmt: skip
+    above = sum(len(level) for level in tree_levels(128, 8))  # the tree over the 128 first-level groups
+    assert (dsgd["tasks"], dsgd["copies"], above) == (64 + 19 + 4, 4, 19)
+    assert (mm["tasks"], mm["copies"]) == (64 + len(tree_levels(64, 8)[0]) + 1 + 3, 3)
 
 
 def test_serial_reduce_folds_the_tree(store, W):
@@ -250,7 +288,7 @@ def test_broadcast_reaches_workers_by_a_tree(store, W, fanout):
         LocalCluster(n_workers=5, **PROCESSES) as cluster,
         Client(cluster, set_as_default=False) as c,
     ):
-        ex = DaskExecutor(client=c, broadcast_fanout=fanout)
+        ex = DaskExecutor(client=c, broadcast_fanout=fanout, broadcast_copy_bytes=0)  # a copy on every worker
         with ex.open(store, 10) as s:
             h = s.share(rd.make_frequencies(6, D, ballast=20000))  # 1.1 MB
             out = s.reduce(rd.tsqr_leaf, h, D, combine=merge_triangular)
@@ -264,6 +302,39 @@ def test_broadcast_reaches_workers_by_a_tree(store, W, fanout):
         assert max(served) <= 2 and sum(served) == 4, sources
     else:  # the scattered object's worker serves most of the 4 fetches (a worker may fetch from another's replica)
         assert copies == 0 and sum(served) == 4 and served[-1] >= 3, sources
+
+
+@pytest.mark.timeout(240)
+def test_broadcast_of_a_small_object_copies_to_few_holders(store, W):
+    """5 workers, fan-out 1, a copy worth 500 KB: the 1.1 MB object is served by ceil(5 / f) = 3 holders (f = 2, the
+    scattered object's worker and 2 copies), each sending it at most b + f − 1 = 2 times; the dataset's description
+    (a few KB) is fetched from the scattered one by all (no copy): 2 copy tasks where a copy on every worker made 8.
+    The serial bits."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    from rffor.executor.dask import broadcast_copies, broadcast_serves
+
+    ref, _ = run(SerialExecutor(), store, 10, rd.tsqr_leaf, W, combine=merge_triangular)
+    with (
+        dask.config.set({"distributed.scheduler.work-stealing": False}),
+        LocalCluster(n_workers=5, **PROCESSES) as cluster,
+        Client(cluster, set_as_default=False) as c,
+    ):
+        ex = DaskExecutor(client=c, broadcast_fanout=1, broadcast_copy_bytes=500_000)
+        with ex.open(store, 10) as s:
+            h = s.share(rd.make_frequencies(6, D, ballast=20000))  # 1.1 MB
+            out = s.reduce(rd.tsqr_leaf, h, D, combine=merge_triangular)
+            root = h.future.key
+            sources = _sources(c, lambda k: k == root or f"-share{h.id}." in k)
+            out2 = s.reduce(rd.tsqr_leaf, h, D, combine=merge_triangular)  # the tree is kept: no new copies
+            copies = [st.broadcast_copies for st in s.stats]
+            f = broadcast_serves(5, h.nbytes, 500_000)
+    np.testing.assert_array_equal(out, ref[0])
+    np.testing.assert_array_equal(out2, ref[0])
+    assert f == 2 and copies == [broadcast_copies(5, f, 1)[0], 0] == [2, 0]
+    served = sorted(sources.values())
+    assert sum(served) == 4 and max(served) <= 2, sources
 
 
 @pytest.mark.timeout(240)
@@ -430,26 +501,29 @@ def test_partitions_per_worker_merge_chunks_by_a_fixed_tree_whatever_the_threads
 
 
 @pytest.mark.timeout(300)
-def test_first_level_groups_run_as_tasks_on_workers_of_many_threads(store):
-    """``partitions_per="thread"`` on 2 workers of 4 threads with split_every 4: each group of 4 consecutive
-    partitions (the tree's first level) is one task run on its worker's threads, so a pass of P = 16 has 4 leaf
-    tasks and 1 merge task instead of 16 and 5, with the serial bits (the same tree, folded in the same order); a
-    DSGD fit on that cluster equals the serial one."""
+@pytest.mark.parametrize("split_every", [4, 2])
+def test_first_level_groups_run_as_tasks_on_workers_of_many_threads(store, split_every):
+    """``partitions_per="thread"`` on 2 workers of 4 threads: each run of 4 consecutive partitions (4 / s groups of
+    the tree's first level) is one task run on its worker's threads, returning its groups' partials, so a pass of
+    P = 16 has 4 leaf tasks (instead of 16) and the merges above the first level (s = 4: 1 task; s = 2: 4 + 2 + 1),
+    with the serial bits (the same tree, folded in the same order); a DSGD fit on that cluster equals the serial
+    one."""
     from distributed import Client, LocalCluster
 
     from rffor.losses import Huber
     from rffor.solvers.rff import fit_rff
 
-    ref = [run(SerialExecutor(split_every=4), store, 16, fn, W_SMALL, combine=c)[0][0]
+    s_ = split_every
+    ref = [run(SerialExecutor(split_every=s_), store, 16, fn, W_SMALL, combine=c)[0][0]
            for fn, c in ((rd.tsqr_leaf, merge_triangular), (rd.gram_leaf, None))]  # fmt: skip
     kw = dict(loss=Huber(0.1, 2), rff_method="sgd", n_features_x=64, n_epochs=1, batch_size=32, random_state=3,
-              n_partitions=16, split_every=4, input_features="rff")  # fmt: skip
+              n_partitions=16, split_every=s_, input_features="rff")  # fmt: skip
     dsgd = fit_rff(store, **kw)
     with (
         LocalCluster(n_workers=2, threads_per_worker=4, processes=True, host="127.0.0.1", **NO_DASHBOARD) as cluster,
         Client(cluster, set_as_default=False) as c,
     ):
-        ex = DaskExecutor(client=c, split_every=4)
+        ex = DaskExecutor(client=c, split_every=s_)
         out, stats = [], []
         for fn, comb in ((rd.tsqr_leaf, merge_triangular), (rd.gram_leaf, None)):
             o, st = run(ex, store, 16, fn, W_SMALL, combine=comb)
@@ -460,11 +534,40 @@ def test_first_level_groups_run_as_tasks_on_workers_of_many_threads(store):
         remote = fit_rff(store, executor=DaskExecutor(client=c), **kw)
     for a, b in zip(out, ref, strict=True):
         np.testing.assert_array_equal(a, b)
-    assert [(st.leaves, st.merges, st.driver_merges, st.depth) for st in stats] == [(16, 15, 0, 2)] * 2
-    assert all(st.tasks - st.broadcast_copies == 4 + 1 for st in stats)
+    depth = 2 if s_ == 4 else 4
+    assert [(st.leaves, st.merges, st.driver_merges, st.depth) for st in stats] == [(16, 15, 0, depth)] * 2
+    above = sum(len(level) for level in tree_levels(16, s_)[1:])  # merge tasks above the first level
+    assert above == (1 if s_ == 4 else 7)
+    assert all(st.tasks - st.broadcast_copies == 4 + above for st in stats)
+    # the cost model of benchmarks/scale_out.py counts the executor's tasks (2 workers: no broadcast copies)
+    model = _scale_out().pass_time(
+        {"rate": 1.0, "part_bytes": 1, "shared_bytes": 1, "merge_after": 0.0, "merge_before": 0.0, "driver_s": 0.0},
+        {"t_task": 0.0, "t_pass": 0.0}, route="DSGD round", n=16, workers=2, threads=4, P=16, layout="thread",
+        era="after", cores=8, n_chunks=32, bandwidth=1.0, latency=0.0, s=s_,
+    )  # fmt: skip
+    assert [st.tasks for st in stats] == [model["tasks"]] * 2 and model["copies"] == 0
     pooled = {(pid, n) for pid, n in names if n.startswith("rffor-part")}
     assert len(pooled) >= 6 and len({pid for pid, _ in pooled}) == 2, names  # 4 groups on 2 workers' threads
     np.testing.assert_array_equal(remote.coef, dsgd.coef)
+
+
+def _scale_out():
+    """benchmarks/scale_out.py, loaded by path (benchmarks/ is not a package; sys.path restored)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "benchmarks"
+    path = list(sys.path)
+    try:
+        sys.path.insert(0, str(bench))
+        spec = importlib.util.spec_from_file_location("scale_out", bench / "scale_out.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["scale_out"] = mod
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path[:] = path
+    return mod
 
 
 def _pieces_passes(executor, data, P):

@@ -12,7 +12,8 @@ What crosses the network
 - Once per reduce (closed form, warm start, reweighting, gradient passes): the current B when the pass needs it,
   to the workers; the partitions' partials merge on the workers by the fixed tree of
   :func:`rffor.executor.tree_fold` (fan-in ``split_every``) and the driver receives the root alone: one partial
-  per pass whatever P, no merge on the driver. The driver sends one task message per partition and per merge.
+  per pass whatever P, no merge on the driver. The driver sends one task message per leaf task, merge and
+  broadcast copy.
 
 Shipped objects and merge inputs travel as one in-band pickle each (:class:`_Packed`), so that their arrays are
 fresh, aligned allocations on the worker: BLAS then computes the driver's bits. Tasks carry keys
@@ -20,17 +21,21 @@ fresh, aligned allocations on the worker: BLAS then computes the driver's bits. 
 ``…-<label>-t<level>.<group>-a<attempt>``, broadcast copies ``<name>-share<object>.<generation>-w<node>``.
 
 Broadcast: a scattered object lives on one worker. Rather than every worker fetching it from there, copy tasks
-(:func:`_copy`) form a tree of fan-out ``broadcast_fanout`` over the workers a pass uses: each copy is fetched
-from the copy one level up, so no worker serves more than b fetches and the object reaches W workers in
-ceil(log_b W) hops, without the driver (:meth:`_DaskSession._broadcast`). Copies are tasks, so the scheduler
-recomputes one lost with its worker. (``client.scatter(broadcast=True)`` replicates from the scheduler instead, but a
+(:func:`_copy`) form a tree of fan-out ``broadcast_fanout`` over holders among the workers a pass uses: each copy
+is fetched from the copy one level up, and each holder also serves the tasks of f − 1 workers without a copy, f =
+:func:`broadcast_serves` (sqrt(W · 2 MB / size): a copy task costs the scheduler about what 2 MB cost a 10 Gb/s
+link), so a broadcast to W workers makes ceil(W / f) − 1 copy tasks, no worker sends the object more than
+b + f − 1 times, and it reaches them in ceil(log_b (W / f)) + 1 hops, without the driver
+(:meth:`_DaskSession._broadcast`). Copies are tasks, so the scheduler recomputes one lost with its worker.
+(``client.scatter(broadcast=True)`` replicates from the scheduler instead, but a
 worker killed during the replication made distributed 2026.8 retry the dead address until the key was released:
 the round hung; ``client.replicate`` is a blocking scheduler call with the same transfers.)
 
-Tasks per pass: with ``partitions_per="thread"`` on workers of several threads (a multiple of ``split_every``), each
-group of ``split_every`` consecutive partitions (the tree's first level) runs as one task on a pool of its worker's
-threads (:func:`_group_leaf`), folded in partition order as the tree's merge would: a pass has P / s leaf tasks, the
-same bits. With ``partitions_per="worker"`` a worker runs one task per pass whose chunks its threads share
+Tasks per pass: with ``partitions_per="thread"`` on workers of T threads (a multiple of ``split_every`` s), T / s
+consecutive groups of s partitions (the tree's first level) run as one task on a pool of its worker's threads
+(:func:`_group_leaf`), each group folded in partition order as the tree's merge would, the task returning the
+groups' partials: a pass has P / T leaf tasks, the same tree above them, the same bits.
+With ``partitions_per="worker"`` a worker runs one task per pass whose chunks its threads share
 (:func:`_pooled_leaf`, :func:`rffor.executor.fold_chunks`).
 
 Placement: tasks of a store-backed fit go to the worker threads in contiguous blocks of partitions by soft hints
@@ -69,6 +74,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import numbers
 import os
 import pickle
@@ -99,11 +105,78 @@ from . import (
     usable_cpus,
 )
 
-__all__ = ["DaskExecutor", "configure_dask", "dask_config_path", "connect", "wire_bytes", "BROADCAST_FANOUT"]
+__all__ = [
+    "DaskExecutor",
+    "configure_dask",
+    "dask_config_path",
+    "connect",
+    "wire_bytes",
+    "BROADCAST_FANOUT",
+    "BROADCAST_COPY_BYTES",
+    "broadcast_serves",
+    "broadcast_copies",
+]
 
-#: Default fan-out of the broadcast tree of a shared object: each worker serves at most this many copies
-#: (distributed's ``replicate`` uses 2 too); the object reaches W workers in ceil(log_b W) hops.
+#: Default fan-out of the broadcast tree of a shared object: each copy serves at most this many further copies
+#: (distributed's ``replicate`` uses 2 too); the copies reach H holders in ceil(log_b H) hops.
 BROADCAST_FANOUT = 2
+
+#: Default bytes one copy task of a broadcast is worth: a task costs the scheduler about 1.4 ms (measured,
+#: benchmarks/scale_out.py --model), the time a 10 Gb/s link moves 1.75 MB. A holder of an object of ``nbytes``
+#: then serves :func:`broadcast_serves` workers (itself included): the number of copies that minimises copies × one
+#: task + fetches per holder × nbytes / bandwidth.
+BROADCAST_COPY_BYTES = 2_000_000
+
+
+def broadcast_serves(n_workers: int, nbytes: int, copy_bytes: int = BROADCAST_COPY_BYTES) -> int:
+    """Workers that one copy of a shared object serves, itself included, in a broadcast to ``n_workers`` workers.
+
+    The broadcast's cost is about ``copies · t_task + f · nbytes / bandwidth`` (the scheduler's time for the copy
+    tasks, then a holder sending to the f workers it serves); with copies = W / f and ``copy_bytes`` = t_task ·
+    bandwidth it is least at f = sqrt(W · copy_bytes / nbytes). Small objects (the DSGD state, an MM step's B, a
+    dataset's description) are served to many workers by few copies, large ones (the maps at large D_x) copied to
+    every worker (f = 1).
+
+    Parameters
+    ----------
+    n_workers : int
+        W, workers that need the object.
+    nbytes : int
+        Its pickled size.
+    copy_bytes : int
+        Bytes one copy task is worth (0: f = 1, a copy on every worker).
+
+    Returns
+    -------
+    int
+        f >= 1: W workers need ceil(W / f) holders, ceil(W / f) − 1 copy tasks (none when the scattered object
+        can serve them all, :meth:`_DaskSession._broadcast`).
+    """
+    if copy_bytes <= 0:
+        return 1
+    return max(1, math.ceil(math.sqrt(max(n_workers, 1) * copy_bytes / max(nbytes, 1))))
+
+
+def broadcast_copies(n_workers: int, serves: int, fanout: int) -> tuple[int, int]:
+    """(copy tasks, hops) of a broadcast to ``n_workers`` workers, one of them holding the scattered object, each
+    holder serving ``serves`` workers (:func:`broadcast_serves`) and ``fanout`` further holders.
+
+    No copies (one hop) when the scattered object's worker can serve all the others itself (W − 1 <= fanout +
+    serves − 1); else ceil(W / serves) holders in a tree of fan-out ``fanout``, the object reaching the last
+    holder in ceil(log_b …) hops and its members one hop later (none when serves = 1).
+    """
+    if n_workers <= 1:
+        return 0, 0
+    if n_workers - 1 <= fanout + serves - 1:
+        return 0, 1
+    holders = math.ceil(n_workers / serves)
+    hops, reach, width = 0, 1, 1  # holders reached after `hops` hops of the tree of fan-out b
+    while reach < holders:
+        width *= fanout
+        reach += width
+        hops += 1
+    return holders - 1, hops + (1 if serves > 1 else 0)
+
 
 logger = logging.getLogger("rffor")
 
@@ -335,6 +408,9 @@ class DaskExecutor:
         serial executor's bits when both use the same value.
     broadcast_fanout : int >= 1, optional
         Fan-out of the broadcast tree of shared objects (default :data:`BROADCAST_FANOUT`, 2).
+    broadcast_copy_bytes : int >= 0, optional
+        Bytes one copy task of a broadcast is worth (default :data:`BROADCAST_COPY_BYTES`): a copy of an object of
+        ``nbytes`` serves :func:`broadcast_serves` workers; 0: a copy on every worker.
     progress : rffor.progress.Progress, optional
         Where retries are reported (set by the fit).
     """
@@ -353,6 +429,7 @@ class DaskExecutor:
         round_retries: int | None = None,
         split_every: int | None = None,
         broadcast_fanout: int | None = None,
+        broadcast_copy_bytes: int | None = None,
         progress=None,
     ):
         if client is not None and scheduler_address is not None:
@@ -369,6 +446,10 @@ class DaskExecutor:
         if isinstance(fanout, bool) or not isinstance(fanout, numbers.Integral) or fanout < 1:
             raise ValueError(f"broadcast_fanout must be an integer >= 1, got {broadcast_fanout!r}")
         self.broadcast_fanout = int(fanout)
+        copy_bytes = BROADCAST_COPY_BYTES if broadcast_copy_bytes is None else broadcast_copy_bytes
+        if isinstance(copy_bytes, bool) or not isinstance(copy_bytes, numbers.Integral) or copy_bytes < 0:
+            raise ValueError(f"broadcast_copy_bytes must be an integer >= 0, got {broadcast_copy_bytes!r}")
+        self.broadcast_copy_bytes = int(copy_bytes)
         self.progress = progress
 
     @property
@@ -515,9 +596,11 @@ def _pooled_leaf(fn, combine, split_every, part, p, chunk_ids, *args):
     return None if result is None else _Packed(result)
 
 
-def _group_leaf(fn, combine, parts, ps, chunk_ids, *args):
-    """A first-level node of the merge tree as one task: its partitions' results computed on a pool of this worker's
-    threads (one BLAS thread each) and folded left to right, as a merge task would fold them, packed."""
+def _group_leaf(fn, combine, sizes, parts, ps, chunk_ids, *args):
+    """First-level nodes of the merge tree as one task: the partitions of consecutive groups (``sizes[k]``
+    partitions in group k) computed on a pool of this worker's threads (one BLAS thread each), each group's results
+    folded left to right as a merge task would fold them; a tuple of the groups' packed partials (None for a group
+    whose results are all None)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from distributed import get_worker
@@ -532,15 +615,27 @@ def _group_leaf(fn, combine, parts, ps, chunk_ids, *args):
     def one(k):
         return fn(parts[k], ps[k], chunk_ids[k], *unpacked)
 
+    out = []
     with one_blas_thread(), ThreadPoolExecutor(max(1, min(threads, len(ps))), thread_name_prefix="rffor-part") as pool:
-        total = fold_group(pool.map(one, range(len(ps))), combine)
-    return None if total is None else _Packed(total)
+        results = pool.map(one, range(len(ps)))  # in partition order, computed ahead on the pool
+        for size in sizes:
+            total = fold_group([next(results) for _ in range(size)], combine)
+            out.append(None if total is None else _Packed(total))
+    return tuple(out)
 
 
-def _merge(combine, *children):
-    """A node of the merge tree: its children (packed results or None) folded left to right, packed again (each
-    child unpacked when its turn comes: two unpacked partials at a time)."""
-    total = fold_group((c.unpack() for c in children if c is not None), combine)
+def _pick(value, index):
+    """A node of the merge tree from a task's result: the result itself, or entry ``index`` of a fused first-level
+    task's tuple (:func:`_group_leaf`)."""
+    return value if index is None else value[index]
+
+
+def _merge(combine, picks, *children):
+    """A node of the merge tree: its children (packed results, or entries ``picks`` of fused tasks' tuples; None
+    skipped) folded left to right, packed again (each child unpacked when its turn comes: two unpacked partials at a
+    time)."""
+    nodes = (_pick(c, k) for c, k in zip(children, picks, strict=True))
+    total = fold_group((c.unpack() for c in nodes if c is not None), combine)
     return None if total is None else _Packed(total)
 
 
@@ -601,10 +696,11 @@ _GONE = ("cancelled", "error", "lost")
 
 
 class _Handle:
-    """A shared object: the driver's copy, its future on the cluster (re-scattered if its worker dies), and the
-    copies of its broadcast tree (worker address → future of a :func:`_copy` task on that worker)."""
+    """A shared object: the driver's copy, its future on the cluster (re-scattered if its worker dies), and its
+    broadcast tree: the copies (holder's address → future of a :func:`_copy` task on that worker) and, for every
+    worker reached, the node it reads from."""
 
-    __slots__ = ("obj", "future", "nbytes", "id", "gen", "order", "copies")
+    __slots__ = ("obj", "future", "nbytes", "id", "gen", "order", "copies", "members", "source")
 
     def __init__(self, obj, future, nbytes: int, id: int):
         self.obj = obj
@@ -612,11 +708,18 @@ class _Handle:
         self.nbytes = nbytes
         self.id = id
         self.gen = 0
-        self.order: list[str | None] = []  # node j of the tree: worker order[j]; node 0 holds the scattered object
+        self.order: list[str | None] = []  # node j of the tree: holder order[j]; node 0 holds the scattered object
         self.copies: dict[str, Any] = {}
+        self.members: list[int] = []  # node j: workers it serves besides its holder
+        self.source: dict[str, int] = {}  # worker → the node it reads from
 
     def futures(self) -> list:
         return ([self.future] if self.future is not None else []) + list(self.copies.values())
+
+    def on(self, worker):
+        """The future a task on ``worker`` reads the object from: its node's copy, else the scattered object."""
+        j = self.source.get(worker, 0)
+        return self.future if j == 0 else self.copies[self.order[j]]
 
 
 class _Layout:
@@ -717,6 +820,8 @@ class _DaskSession:
                 self.client.cancel(list(handle.copies.values()))
         handle.copies = {}
         handle.order = []
+        handle.members = []
+        handle.source = {}
         handle.gen += 1
 
     def _refresh(self) -> None:
@@ -730,16 +835,19 @@ class _DaskSession:
                 self._scatter(h)
 
     def _broadcast(self, handles: list[_Handle], workers: list[str]) -> int:
-        """Make sure every worker of ``workers`` has a copy of each handle's object, made by a tree of copy tasks.
+        """Make sure every worker of ``workers`` can read each handle's object from a node of its broadcast tree.
 
         Node 0 of a handle's tree is its scattered object (on the worker that holds it), node j >= 1 a
-        :func:`_copy` task on worker ``order[j]`` fetching from node (j − 1) // b, b = ``broadcast_fanout``: every
-        worker serves at most b fetches, and the object reaches W workers in ceil(log_b W) hops with no round trip
-        to the driver. Copies are tasks: one lost with its worker is recomputed by the scheduler from its parent;
-        if the scattered object itself is lost, the pass fails as lost and reruns with the object scattered again
-        (:meth:`_refresh`) and a new tree. Trees of objects shared for the whole fit are kept and extended to new
-        workers; with W − 1 <= b the tasks fetch the scattered object directly (no copy tasks). Returns the copy
-        tasks submitted.
+        :func:`_copy` task on holder ``order[j]`` fetching from node (j − 1) // b, b = ``broadcast_fanout``. Each
+        node also serves f − 1 workers that hold no copy (their tasks fetch from it), f =
+        :func:`broadcast_serves` of the object's size: a broadcast to W workers makes ceil(W / f) − 1 copy tasks
+        (:func:`broadcast_copies`), and no worker sends the object more than b + f − 1 times, with no round trip
+        to the driver. With f = 1 (``broadcast_copy_bytes=0``, or objects large against the cost of a task) every
+        worker holds a copy. When the scattered object can serve all W − 1 others itself (W − 1 <= b + f − 1) there
+        are no copy tasks. Copies are tasks: one lost with its worker is recomputed by the scheduler from its
+        parent; if the scattered object itself is lost, the pass fails as lost and reruns with the object
+        scattered again (:meth:`_refresh`) and a new tree. Trees of objects shared for the whole fit are kept and
+        extended to new workers. Returns the copy tasks submitted.
         """
         b = self.executor.broadcast_fanout
         wanted = sorted(set(workers))
@@ -747,8 +855,8 @@ class _DaskSession:
         for h in handles:
             if any(f.status in ("cancelled", "error") for f in h.copies.values()):
                 self._drop_copies(h)
-            missing = [w for w in wanted if w not in h.copies and w not in h.order[:1]]
-            if h.future is not None and missing and len(set(h.order[1:]) | set(missing)) > b:
+            missing = [w for w in wanted if w not in h.source]
+            if h.future is not None and missing:
                 todo.append((h, missing))
         if not todo:
             return 0
@@ -759,13 +867,27 @@ class _DaskSession:
                 holders = self.client.who_has(fresh)
         made = 0
         for h, missing in todo:
+            f = broadcast_serves(len(wanted), h.nbytes, self.executor.broadcast_copy_bytes)
             if not h.order:
                 held = sorted(holders.get(h.future.key, ()))
-                h.order = [held[0] if held else None]
+                h.order, h.members = [held[0] if held else None], [0]
+                if h.order[0] is not None:
+                    h.source[h.order[0]] = 0
                 missing = [w for w in missing if w != h.order[0]]
+                if len(missing) <= b + f - 1:  # the scattered object serves them all
+                    h.source.update((w, 0) for w in missing)
+                    h.members[0] += len(missing)
+                    continue
             for w in missing:
+                j = next((j for j, m in enumerate(h.members) if m < f - 1), None)
+                if j is not None:  # served by node j without a copy
+                    h.members[j] += 1
+                    h.source[w] = j
+                    continue
                 j = len(h.order)
                 h.order.append(w)
+                h.members.append(0)
+                h.source[w] = j
                 parent = (j - 1) // b
                 source = h.future if parent == 0 else h.copies[h.order[parent]]
                 h.copies[w] = self.client.submit(
@@ -902,7 +1024,7 @@ class _DaskSession:
         copies = self._broadcast(shared, [w for p, w in enumerate(where) if selected[p] and w is not None])
 
         def on(handle: _Handle, worker):
-            return handle.copies.get(worker, handle.future)
+            return handle.on(worker)
 
         futures: dict[int, Any] = {}
         names: dict[int, str] = {}
@@ -910,31 +1032,35 @@ class _DaskSession:
         n_merges = depth = 0
         levels = tree_levels(n, tree[0]) if tree is not None else []
         try:
-            if fused:  # the tree's first level as tasks: each runs its group's partitions on its worker's threads
+            if fused:  # the tree's first level as tasks: each runs `fused` groups of partitions on a worker's threads
                 s, combine = tree
+                first = levels[0] if levels else [range(n)]
                 nodes = []
-                for g, members in enumerate(levels[0] if levels else [range(n)]):
-                    live = [p for p in members if selected[p]]
+                for b0 in range(0, len(first), fused):
+                    block = first[b0 : b0 + fused]
+                    lives = [[p for p in members if selected[p]] for members in block]
+                    live = [p for group in lives for p in group]
                     if not live:
-                        nodes.append((None, None))
+                        nodes.extend((None, None, None) for _ in block)
                         continue
                     w = where[live[0]]
                     hint = {"workers": [w], "allow_other_workers": True} if w is not None else {}
-                    futures[live[0]] = client.submit(
+                    futures[live[0]] = f = client.submit(
                         _group_leaf,
                         fn,
                         combine,
+                        [len(group) for group in lives],
                         [on(layout.parts[p], w) for p in live],
                         live,
                         [selected[p] for p in live],
                         *[on(a, w) if isinstance(a, _Handle) else a for a in args],
-                        key=f"{name}-g{g}-a{attempt}",
+                        key=f"{name}-g{b0}-a{attempt}",
                         pure=False,
                         **hint,
                     )
                     names[live[0]] = f"partitions {live[0]}-{live[-1]}"
-                    n_merges += len(live) - 1
-                    nodes.append((futures[live[0]], w))
+                    n_merges += sum(max(0, len(group) - 1) for group in lives)
+                    nodes.extend((f, w, k) if group else (None, None, None) for k, group in enumerate(lives))
                 levels, first_level = levels[1:], 2
             for p, ids in enumerate(selected):
                 if not ids or fused:
@@ -951,24 +1077,25 @@ class _DaskSession:
                     pure=False,
                     **hint,
                 )
-            root = None
+            root = None  # (future, worker, index of the node in a fused task's tuple or None)
             if tree is not None:
                 s, combine = tree
                 depth = len(tree_levels(n, s))
                 if not fused:
-                    nodes, first_level = [(futures.get(p), where[p]) for p in range(n)], 1
+                    nodes, first_level = [(futures.get(p), where[p], None) for p in range(n)], 1
                 for level, groups in enumerate(levels, start=first_level):
                     up = []
                     for g, members in enumerate(groups):
                         children = [nodes[i] for i in members if nodes[i][0] is not None]
                         if len(children) <= 1:
-                            up.append(children[0] if children else (None, None))
+                            up.append(children[0] if children else (None, None, None))
                             continue
                         w = _most_common([c[1] for c in children])
                         hint = {"workers": [w], "allow_other_workers": True} if w is not None else {}
                         f = client.submit(
                             _merge,
                             combine,
+                            [c[2] for c in children],
                             *[c[0] for c in children],
                             key=f"{name}-t{level}.{g}-a{attempt}",
                             pure=False,
@@ -976,9 +1103,9 @@ class _DaskSession:
                         )
                         merges[(level, g)] = f
                         n_merges += len(children) - 1
-                        up.append((f, w))
+                        up.append((f, w, None))
                     nodes = up
-                root = nodes[0][0] if nodes else None
+                root = nodes[0] if nodes else None
             timeout = self.executor._timeout(self.pass_seconds, label)
             everything = list(futures.values()) + list(merges.values())
             try:
@@ -1007,7 +1134,7 @@ class _DaskSession:
                 stats.payload_received = sum(_nbytes(v) for v in values.values())
                 result: Any = [values.get(p) for p in range(n)]
             else:
-                packed = client.gather(root) if root is not None else None
+                packed = _pick(client.gather(root[0]), root[2]) if root is not None and root[0] is not None else None
                 stats.payload_received = len(packed.blob) if packed is not None else 0
                 result = packed.unpack() if packed is not None else None
         finally:
@@ -1026,16 +1153,21 @@ class _DaskSession:
             return [w for w in sorted(nthreads) for _ in range(per(w))]
         return []
 
-    def _fused_groups(self, s: int) -> bool:
-        """Whether a reduce runs its tree's first level as tasks (``partitions_per="thread"`` on workers whose
-        threads are a multiple of the fan-in s: a group of s consecutive partitions fills s of a worker's threads).
-        The results are those of the tree, merged in the same order: this changes the tasks, not the bits."""
+    def _fused_groups(self, s: int) -> int:
+        """First-level groups of the merge tree per leaf task (0: a task per partition).
+
+        With ``partitions_per="thread"`` on workers whose threads are a multiple of the fan-in s, one task runs
+        k = T / s consecutive groups of s partitions (T partitions, T the fewest threads of a worker) on its
+        worker's threads and returns the k groups' partials, each folded in partition order as the tree's first
+        level would fold it: a pass has P / T leaf tasks instead of P, the same tree above them, the same bits.
+        """
         if self.partitions_per != "thread":
-            return False
+            return 0
         with contextlib.suppress(Exception):
             counts = [int(t) for t in self.client.nthreads().values()]
-            return bool(counts) and all(t >= s and t % s == 0 for t in counts)
-        return False
+            if counts and all(t >= s and t % s == 0 for t in counts):
+                return min(counts) // s
+        return 0
 
     def _hang_report(self, label: str, futures: dict, merges: dict, timeout: float, names=None) -> str:
         where = {}
