@@ -1222,7 +1222,7 @@ def report(parts: dict) -> str:
                 provenance(run["info"], run["argv"], load_end=run.get("load_end")),
                 "",
             ]
-        if "runs" in data:  # a results file saved as it goes (open_results): every run that wrote into it
+        if "fixed" in data:  # a results file saved as it goes (open_results): every run that wrote into it
             lines += ["Runs that wrote these results:", "", runs_text(data["runs"]), ""]
         else:
             lines += [provenance(data["info"], data["argv"], load_end=data.get("load_end")), ""]
