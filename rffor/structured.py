@@ -43,7 +43,9 @@ candidates; ``predict`` uses the closed form of the output type where the output
 (:meth:`rffor.output_kernels.OutputKernel.decoder`: label sets with ``Linear()`` are Y_trainᵀα(x) thresholded at ½;
 histograms with ``Hellinger()`` ``z ∝ (w₊)²``, with ``Linear()`` the projection of w on the simplex; vectors with
 ``Linear()`` h itself), the classes seen in training for :class:`~rffor.output_kernels.Delta`, and a 1-D
-minimisation for scalar outputs with any kernel (:func:`minimise_scalar`).
+minimisation for scalar outputs with any kernel (:func:`minimise_scalar`). Seed 004's Alg. 1 with any loss Δ (its
+eq. 17), ``argmin_z Σ_j α_j(x) Δ(z, y_j)``, is :meth:`OutputKernelRegressor.decode_loss` (:func:`decode_loss`);
+the kernel decoders above are its case Δ = k(z, z) − 2k(z, y) + k(y, y) for a normalised kernel.
 
 **Missing labels** are masked, never interpolated. On the exact solvers this is possible when the output kernel's
 embedding is coordinatewise (``Linear()``, ``Hellinger()``: a missing label is a missing coordinate of ψ(y_i)):
@@ -103,6 +105,8 @@ __all__ = [
     "kernel_loss",
     "minimise_scalar",
     "decode_scalar",
+    "decode_loss",
+    "ridge_weights",
 ]
 
 #: tolerance on the row sums of histogram outputs (``output_type="histogram"``)
@@ -276,6 +280,74 @@ def decode_scalar(kernel: OutputKernel, Y_fit: np.ndarray, weights: np.ndarray) 
         return (kernel.diag(z) - 2.0 * inner)[:, None]
 
     return minimise_scalar(objective, lo, hi, weights.shape[0])
+
+
+def ridge_weights(eig_x: tuple[np.ndarray, np.ndarray], K_new: np.ndarray, lam: float) -> np.ndarray:
+    """Seed 004's weights of the square loss (its eq. 6; MATH.md §8): ``α(x) = (K_X + nΛI)⁻¹ k_X(X, x)`` for each row
+    of ``K_new``, from the eigendecomposition of K_X.
+
+    Parameters
+    ----------
+    eig_x : (s, U)
+        ``K_X = U diag(s) Uᵀ`` (:func:`rffor._linalg.eigh_psd`), n training inputs.
+    K_new : ndarray of shape (n_new, n)
+        ``k_X(x, x_j)`` for the new inputs.
+    lam : float
+        Λ (seed 002's units; ``KernelRidge(alpha=nΛ)``).
+
+    Returns
+    -------
+    alpha : ndarray of shape (n_new, n)
+    """
+    s, U = eig_x
+    return ((K_new @ U) / (s + len(s) * lam)) @ U.T
+
+
+def decode_loss(delta, Y_fit: np.ndarray, weights: np.ndarray, candidates: np.ndarray | None = None) -> np.ndarray:
+    """Seed 004's Alg. 1 with any loss Δ (its eq. 17, the loss trick's decoding; MATH.md §8):
+    ``ẑ(x) = argmin_z Σ_j w_j(x) Δ(z, y_j)`` per row of the weights, over candidate outputs or, for scalar outputs
+    without candidates, over the range of the training outputs (:func:`minimise_scalar`).
+
+    The kernel decoder (:func:`decode_scalar`, :meth:`OutputKernelRegressor.decode`) is the case
+    ``Δ(z, y) = k(z, z) − 2k(z, y) + k(y, y)`` with a normalised kernel (seed 004 eq. 3); any other Δ needs the
+    full weights α(x) of the training outputs (:meth:`OutputKernelRegressor.alpha`), not only their part in the
+    range of K_Y.
+
+    Parameters
+    ----------
+    delta : callable(Z, Y) -> ndarray of shape (len(Z), len(Y))
+        The loss Δ(z_k, y_j) for every pair; Z and Y in the canonical form of the training outputs (2-D (·, m),
+        or 1-D class labels).
+    Y_fit : ndarray of shape (n, m) or (n,)
+        The training outputs.
+    weights : ndarray of shape (n_new, n)
+        α(x) for each new input.
+    candidates : ndarray of shape (n_c, m) or (n_c,), or None
+        None: scalar outputs (m = 1) only, minimised over [min y, max y].
+
+    Returns
+    -------
+    z : ndarray of shape (n_new, m) or (n_new,) with candidates (the best candidate per row), (n_new,) without
+    """
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.ndim != 2 or weights.shape[1] != len(Y_fit):
+        raise ValueError(f"weights must have shape (n_new, {len(Y_fit)}), got {weights.shape}")
+    if candidates is not None:
+        L = np.asarray(delta(candidates, Y_fit), dtype=np.float64)
+        if L.shape != (len(candidates), len(Y_fit)):
+            raise ValueError(f"delta(Z, Y) must return shape {(len(candidates), len(Y_fit))}, got {L.shape}")
+        return candidates[np.argmin(weights @ L.T, axis=1)]
+    if Y_fit.ndim != 2 or Y_fit.shape[1] != 1:
+        raise ValueError("candidates=None decodes scalar outputs only (training outputs of one column): give them")
+    y = Y_fit[:, 0]
+
+    def objective(Zc):
+        if Zc.shape[1] > 1:  # the first stage: one grid shared by every row
+            return weights @ np.asarray(delta(Zc[0][:, None], Y_fit), dtype=np.float64).T
+        L = np.asarray(delta(Zc[:, :1], Y_fit), dtype=np.float64)  # (n_new, n): row i's z against every y_j
+        return np.einsum("ij,ij->i", weights, L)[:, None]
+
+    return minimise_scalar(objective, float(np.min(y)), float(np.max(y)), weights.shape[0])
 
 
 def minimise_scalar(objective, lo: float, hi: float, n_rows: int, *, grid: int = _SCALAR_GRID, iters: int = 60):
@@ -816,9 +888,7 @@ step_size, local_steps, n_partitions, partitions_per, dtype
             )
         alpha = (Kn @ self._W_coord) @ self._coord.T
         if self.rank_ < self.X_fit_.shape[0]:  # the part outside the range of K_Y (module docstring)
-            s, U = self._alpha_factor()
-            n = self.X_fit_.shape[0]
-            B = ((Kn @ U) / (s + n * self.lam)) @ U.T  # rows (K_X + nΛI)⁻¹ k_x
+            B = ridge_weights(self._alpha_factor(), Kn, self.lam)
             alpha += B - (B @ self._coord) @ self._V.T
         return alpha
 
@@ -839,6 +909,16 @@ step_size, local_steps, n_partitions, partitions_per, dtype
             return (Kn @ self._W_emb) @ kernel.embedding(Z).T
         return ((Kn @ self._W_coord) @ self._coord.T) @ kernel.gram(self._Y_fit, Z)
 
+    def _check_candidates(self, candidates) -> np.ndarray:
+        """Candidate outputs in canonical form, of the kind the model was fitted on (same number of columns)."""
+        Z = self.kernel_y_.check(candidates, name="candidates")
+        cols = self._output_columns_fit()
+        if (Z.ndim == 1) != (cols is None) or (Z.ndim == 2 and Z.shape[1] != cols):
+            want = "class labels (1-D)" if cols is None else f"outputs with {cols} columns"
+            got = "1-D labels" if Z.ndim == 1 else f"{Z.shape[1]} columns"
+            raise ValueError(f"candidates must be {want} like the training outputs, got {got}")
+        return Z
+
     def decode(self, X, candidates) -> np.ndarray:
         """``argmin_z k(z, z) − 2 <h(x), ψ(z)>`` over candidate outputs, for each row of X (MATH.md §8).
 
@@ -855,15 +935,46 @@ step_size, local_steps, n_partitions, partitions_per, dtype
         """
         check_is_fitted(self, "solver_")
         kernel = self.kernel_y_
-        Z = kernel.check(candidates, name="candidates")
-        cols = self._output_columns_fit()
-        if (Z.ndim == 1) != (cols is None) or (Z.ndim == 2 and Z.shape[1] != cols):
-            want = "class labels (1-D)" if cols is None else f"outputs with {cols} columns"
-            got = "1-D labels" if Z.ndim == 1 else f"{Z.shape[1]} columns"
-            raise ValueError(f"candidates must be {want} like the training outputs, got {got}")
+        Z = self._check_candidates(candidates)
         scores = kernel.diag(Z)[None, :] - 2.0 * self._inner_with(X, Z)
         best = Z[np.argmin(scores, axis=1)]
         return best[:, 0] if self._y_1d else best
+
+    def decode_loss(self, X, delta, candidates=None) -> np.ndarray:
+        """Seed 004's Alg. 1 with a loss Δ of your choice (its eq. 17): ``argmin_z Σ_j α_j(x) Δ(z, y_j)`` with the
+        weights α(x) of :meth:`alpha` (:func:`decode_loss`), e.g. the Cauchy loss of seed 004's robust regression,
+        ``delta = lambda Z, Y: c / 2 * np.log1p((Z - Y.T) ** 2 / c)`` for scalar outputs.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_new, d)
+        delta : callable(Z, Y) -> ndarray of shape (len(Z), len(Y))
+            Δ for every pair of a candidate and a training output, both in the training outputs' canonical form
+            (2-D (·, m); 1-D for class labels).
+        candidates : array-like of shape (n_c,) or (n_c, m), or None
+            None: scalar outputs only, minimised over the range of the training outputs.
+
+        Returns
+        -------
+        ndarray of shape (n_new, m), or (n_new,) for 1-D outputs (scalars, class labels)
+
+        Raises
+        ------
+        ValueError
+            Candidates of another kind than the training outputs; no candidates for outputs that are not scalars;
+            a model whose weights α are not defined (:meth:`alpha`: the random-feature path, masked outputs).
+        """
+        if not callable(delta):
+            raise TypeError(f"delta must be a callable delta(Z, Y) -> (len(Z), len(Y)) array, got {type(delta)!r}")
+        check_is_fitted(self, "solver_")
+        weights = self.alpha(X)  # refuses the random-feature path and masked outputs
+        Z = None if candidates is None else self._check_candidates(candidates)
+        if Z is None and (self.output_type_ != "vector" or self._output_columns_fit() != 1):
+            raise ValueError("decode_loss: candidates=None is for scalar outputs only; give candidates")
+        out = decode_loss(delta, self._Y_fit, weights, Z)
+        if Z is None:
+            return out if self._y_1d else out[:, None]
+        return out[:, 0] if self._y_1d else out
 
     def predict(self, X):
         """Decoded predictions (module docstring, "Decoding").

@@ -265,6 +265,61 @@ def test_scalar_outputs_with_a_gaussian_kernel_are_decoded_by_1d_minimisation(rn
     assert np.allclose(lin.predict(xt), lin.predict_embedding(xt)[:, 0])
 
 
+def test_decode_loss_is_seed_004_alg_1_with_any_loss(rng):
+    """decode_loss = argmin_z Σ_j α_j(x) Δ(z, y_j) (seed 004 eq. 17) with α = (K + nΛI)⁻¹k_x: the squared loss gives
+    the weighted mean Σα_j y_j / Σα_j; the Cauchy loss of seed 004's toy gives brute force's minimiser on a fine
+    grid; this holds with an output kernel whose K_Y has rank 1 (Linear: α is not its part in the range of K_Y)."""
+    x = rng.uniform(-1, 1, (80, 1))
+    y = np.sin(3 * x[:, 0]) + 0.1 * rng.standard_normal(80)
+    y[:8] += rng.uniform(-3, 3, 8)
+    xt = np.linspace(-0.9, 0.9, 11)[:, None]
+    est = OutputKernelRegressor(lam=1e-3, kernel_x=GaussianX(5.0), kernel_y=Linear()).fit(x, y)
+    A = est.alpha(xt)
+    K = GaussianX(5.0).gram(x)
+    assert np.allclose(A, np.linalg.solve(K + 80 * 1e-3 * np.eye(80), GaussianX(5.0).gram(x, xt)).T, atol=1e-8)
+    p_sq = est.decode_loss(xt, lambda Z, Y: (Z - Y.T) ** 2)
+    assert p_sq.shape == (11,) and np.all(A.sum(1) > 0)
+    assert np.allclose(p_sq, (A @ y) / A.sum(1), atol=1e-6)
+
+    def cauchy(Z, Y, c=0.1):
+        return c / 2 * np.log1p((Z - Y.T) ** 2 / c)
+
+    p = est.decode_loss(xt, cauchy)
+    fine = np.linspace(y.min(), y.max(), 20001)
+    obj = A @ cauchy(fine[:, None], y[:, None]).T
+    mine = np.einsum("ij,ij->i", A, cauchy(p[:, None], y[:, None]))
+    assert np.all(mine <= obj.min(axis=1) + 1e-9)
+    assert np.abs(p - fine[np.argmin(obj, axis=1)]).max() < 1e-3
+    assert np.abs(p - p_sq).max() > 0.05  # a robust estimate, not the weighted mean
+    # over candidates: the training outputs
+    cand = est.decode_loss(xt, cauchy, candidates=y)
+    assert np.array_equal(cand, y[np.argmin(A @ cauchy(y[:, None], y[:, None]).T, axis=1)])
+    # 2-D outputs (n, 1) give (n_new, 1)
+    assert est.fit(x, y[:, None]).decode_loss(xt, cauchy).shape == (11, 1)
+
+
+def test_decode_loss_with_the_hamming_loss_thresholds_at_half_the_weights(multilabel):
+    """Label sets, Hamming loss Δ(z, y) = Σ_k |z_k − y_k|: Σ_j α_j Δ(z, y_j) separates by label, so the best of all
+    2^m candidates sets z_k = 1 exactly where (Yᵀα)_k > Σ_j α_j / 2."""
+    X, Y = multilabel
+    est = OutputKernelRegressor(Huber(0.4), lam=1e-2, kernel_x=KX, kernel_y=Linear()).fit(X, Y)
+    cand = np.array(list(itertools.product([0.0, 1.0], repeat=5)))
+    P = est.decode_loss(X, lambda Z, Yt: np.abs(Z[:, None, :] - Yt[None, :, :]).sum(-1), candidates=cand)
+    A = est.alpha(X)
+    assert np.array_equal(P, (A @ Y > A.sum(1, keepdims=True) / 2).astype(float))
+    with pytest.raises(ValueError, match="scalar outputs only"):
+        est.decode_loss(X, lambda Z, Yt: np.abs(Z - Yt).sum())
+    with pytest.raises(ValueError, match="candidates must be outputs with 5 columns"):
+        est.decode_loss(X, lambda Z, Yt: np.zeros((len(Z), len(Yt))), candidates=cand[:, :3])
+    with pytest.raises(TypeError, match="delta must be a callable"):
+        est.decode_loss(X, "hamming", candidates=cand)
+    with pytest.raises(ValueError, match="delta.*must return shape"):
+        est.decode_loss(X, lambda Z, Yt: np.zeros(3), candidates=cand)
+    rff = OutputKernelRegressor(lam=1e-2, kernel_x=KX, solver="rff", n_features_x=20, random_state=0).fit(X, Y)
+    with pytest.raises(ValueError, match="alpha: weights on the training outputs are an exact-solver notion"):
+        rff.decode_loss(X, lambda Z, Yt: np.abs(Z[:, None, :] - Yt[None, :, :]).sum(-1), candidates=cand)
+
+
 def test_class_labels_with_the_delta_kernel(rng):
     X = rng.standard_normal((60, 2))
     y = (np.arctan2(X[:, 1], X[:, 0]) // (2 * np.pi / 3)).astype(int) + 1  # 3 sectors: labels 0, 1, 2
