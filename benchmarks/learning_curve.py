@@ -823,10 +823,15 @@ def goals(records, study, means_by_rho, floors=None) -> list[str]:
             fl = {n: [_floor_of(floors or {}, rho, g["kappa"]) for g in sel[n]] for n in sel}
             if all(fl[n] and all(fl[n]) for n in fl):
                 F = {n: float(np.mean([f["floor"] for f in fl[n]])) for n in fl}
+                se = max(f["sem"] for n in fl for f in fl[n])
                 ex = {n: means[n][0] - F[n] for n in fl}
                 line += (f". The contamination floor of the selected κ (no data removes it) is {fmt(F[100_000])} at "
-                         f"10⁵ and {fmt(F[1_000_000])} at 10⁶; the error above it falls from {fmt(ex[100_000])} to "
-                         f"{fmt(ex[1_000_000])} ({fmt(ex[1_000_000] / ex[100_000], 3)}x)")  # fmt: skip
+                         f"10⁵ and {fmt(F[1_000_000])} at 10⁶ (± {fmt(se, 2)}); the error above it falls from "
+                         f"{fmt(ex[100_000])} to {fmt(ex[1_000_000])} ({fmt(ex[1_000_000] / ex[100_000], 3)}x)"
+                         + (": at 10⁶ the fit is on the floor, within its standard error. 0.5x of the 10⁵ value, "
+                            f"{fmt(0.5 * means[100_000][0])}, lies below the floor: no Huber fit (any κ) reaches it "
+                            "on these data" if abs(ex[1_000_000]) <= se and 0.5 * means[100_000][0] < F[1_000_000]
+                            else ""))  # fmt: skip
             out.append(line + ".")
         else:
             out.append("  - 10⁶ at ≤ 0.5x its 10⁵ value: not measured (10⁶ not run at this noise level).")
