@@ -241,6 +241,7 @@ class _PathScores(QuantileFunctionRegressorCV):
     on all rows: here the selection is :func:`select`'s, which refits the winner itself."""
 
     def _refit(self, est, X, y, levels):
+        est.n_iter_ = 0  # no refit, no iterations (FunctionalRegressorCV.fit reports the refit's n_iter_)
         return est
 
 

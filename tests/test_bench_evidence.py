@@ -362,3 +362,25 @@ def test_quantile_table_marks_the_best_and_its_ties_in_bold(quantiles):
     assert cells[0].startswith("**") and cells[1].startswith("**") and not cells[2].startswith("**")
     v = quantiles._verdicts(recs, "rffor λ_nc=1", ["QR", "HGB"], "pinball_sorted")
     assert v == {"QR": "tie", "HGB": "better"}
+
+
+def test_quantile_path_scores_are_the_cv_estimators_fold_scores_without_its_refit(quantiles):
+    # the table's rffor selection scores (γ_X, λ) by _PathScores; it crashed once FunctionalRegressorCV.fit read the
+    # refit's n_iter_ (a refit _PathScores skips): its fold scores must be QuantileFunctionRegressorCV's own
+    from sklearn.model_selection import KFold
+
+    from rffor.kernels import Gaussian
+    from rffor.model_selection import QuantileFunctionRegressorCV
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (40, 1))
+    y = np.sin(3 * X[:, 0]) + (0.2 + 0.3 * (X[:, 0] > 0)) * rng.standard_normal(40)
+    folds = list(KFold(5, shuffle=True, random_state=0).split(X))
+    kw = dict(lams=[1e-2, 1e-3], cv=folds, levels=8, kernel_x=Gaussian(1.0), kernel_theta=Gaussian(1.0), tol=1e-3,
+              max_iter=2_000, max_extensions=0, score_levels=quantiles.TAU)  # fmt: skip
+    path = quantiles._PathScores(**kw).fit(X, y)
+    full = QuantileFunctionRegressorCV(**kw).fit(X, y)
+    np.testing.assert_array_equal(path.cv_results_["lam"], full.cv_results_["lam"])
+    np.testing.assert_allclose(path.cv_results_["fold_scores"], full.cv_results_["fold_scores"], rtol=1e-12)
+    assert path.n_iter_ == 0 and full.n_iter_ > 0  # no refit on all rows in the path scores
+    assert not hasattr(path.best_estimator_, "dual_coef_")
