@@ -749,9 +749,9 @@ def _toy_block(data: dict) -> str:
         + (" …" if len(cnt) > 4 else "")
         for m, cnt in sel.items()
     )
-    best_ours = min(
-        (np.mean([r["methods"][m]["rmse"] for r in recs if r["n"] == n_max]), m) for m in methods if "rffor" in m
-    )
+    # every rffor decoder against the goal, each on its own (none is picked by its test error)
+    ours = [(m, float(np.mean([r["methods"][m]["rmse"] for r in recs if r["n"] == n_max]))) for m in methods
+            if "rffor" in m]  # fmt: skip
     krr = [r["methods"]["KRR"]["rmse"] for r in recs if r["n"] == n_max and "KRR" in r["methods"]]
     dec = ", ".join(f"{ {'gy': 'γ_Y', 'c': 'c'}[p]} ∈ {{{', '.join(f'{v:g}' for v in ax.values)}}} (×3, rffor with "
                     f"{k.capitalize()} decoding)" for k, (p, ax) in TOY_DECODERS.items())  # fmt: skip
@@ -773,11 +773,12 @@ def _toy_block(data: dict) -> str:
         f"(×10, down to {LAM_FLOOR:g}; KernelRidge's alpha = nΛ), {dec}. "
         "Nothing is chosen on the test inputs."
         + f"\n\nSelections at n = {n_max} (most frequent): {sel_text}."
-        + f"\n\nGoal at n = {n_max}: error ≤ 0.08 with hyperparameters selected by the rule: best rffor "
-        f"({best_ours[1]}) {best_ours[0]:.3f}: **{'met' if best_ours[0] <= 0.08 else 'not met'}**"
+        + f"\n\nGoal at n = {n_max}: error ≤ 0.08 with hyperparameters selected by the rule, each rffor decoder on "
+        "its own: "
+        + "; ".join(f"{m} {e:.3f}: **{'met' if e <= 0.08 else 'not met'}**" for m, e in ours)
         + (
-            f"; kernel ridge regression selected by the same rule {np.mean(krr):.3f}: rffor "
-            + ("loses to it here" if best_ours[0] > np.mean(krr) else "is no worse")
+            f"; kernel ridge regression selected by the same rule {np.mean(krr):.3f}: "
+            + ", ".join(f"{m} {'loses to it here' if e > np.mean(krr) else 'is no worse'}" for m, e in ours)
             + " (seed 004 quotes 0.19 for its KRR)"
             if krr
             else ""
