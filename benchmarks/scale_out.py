@@ -1539,7 +1539,7 @@ def report(results: dict[str, dict]) -> str:
         res = results["speedup"]
         lines += ["**Default routes on 2 workers against 1.**", "",
                   provenance(res["machine"], res["argv"], load_end=res.get("load_end")), "", _quiet_text(res),
-                  ""]  # fmt: skip
+                  ""] + ([f"Code: {res['note']}.", ""] if res.get("note") else [])  # fmt: skip
         if not _quiet(res):
             lines += ["Not published: the machine was not quiet; rerun the command above on a quiet machine.", ""]
         else:
@@ -1612,6 +1612,7 @@ def report(results: dict[str, dict]) -> str:
                 + "; ".join(
                     r["machine"]["date"]
                     + (f" ({len(r['speedup'][0]['rounds'])} rounds)" if "rounds" in r["speedup"][0] else " (best of 3)")
+                    + (f", {r['note']}" if r.get("note") else "")
                     + ": "
                     + ", ".join(_speedup_text(x) for x in r["speedup"])
                     for r in others

@@ -36,7 +36,7 @@ from rffor.executor import (
     tree_levels,
     uses_dask,
 )
-from rffor.executor.dask import DaskExecutor, configure_dask, connect
+from rffor.executor.dask import CLIENT_BATCH_SECONDS, DaskExecutor, configure_dask, connect
 
 #: LocalCluster options: no dashboard, and the scheduler's HTTP server (always started) on a loopback port
 NO_DASHBOARD = dict(dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": False})
@@ -253,6 +253,45 @@ def test_driver_receives_one_result_per_pass_flat_in_P(store, W, tmp_path):
     assert received["reduce", 32] <= 2 * received["reduce", 4], received
     assert received["reduce", 32] < 2 * factor
     assert received["map", 32] >= 6 * received["map", 4] > 6 * 4 * factor, received
+
+
+class _CountingRPC:
+    """A client's scheduler RPC with a log of the calls the driver waits for (``address``, and ``identity`` from the
+    client's own periodic refresh, are not round trips of a pass)."""
+
+    def __init__(self, rpc):
+        self._rpc, self.calls = rpc, []
+
+    def __getattr__(self, name):
+        if name not in ("address", "identity") and not name.startswith("_"):
+            self.calls.append(name)
+        return getattr(self._rpc, name)
+
+
+@pytest.mark.timeout(240)
+def test_a_pass_costs_the_driver_two_scheduler_round_trips(store, W):
+    """Counted, not timed: a reduce that ships a new small object (as every MM pass ships B) waits for the scheduler
+    twice (the object out, the root back); the bits are the serial executor's. Before, the workers' thread counts
+    (twice) and the object's holder made it five. The client's message batches are shortened for the session only."""
+    from distributed import Client, LocalCluster
+
+    ref, _ = run(SerialExecutor(), store, 8, rd.tsqr_leaf, W, combine=merge_triangular)
+    with LocalCluster(n_workers=2, **PROCESSES) as cluster, Client(cluster, set_as_default=False) as c:
+        users = c.scheduler_comm.interval
+        with DaskExecutor(client=c).open(store, 8) as s:
+            assert c.scheduler_comm.interval == CLIENT_BATCH_SECONDS < users  # the client's batches, shortened
+            counting = c.scheduler = _CountingRPC(c.scheduler)
+            per_pass = []
+            for _ in range(4):
+                before = len(counting.calls)
+                h = s.share(W)
+                out = s.reduce(rd.tsqr_leaf, h, D, combine=merge_triangular)
+                s.release(h)
+                np.testing.assert_array_equal(out, ref[0])
+                per_pass.append(counting.calls[before:])
+            c.scheduler = counting._rpc
+        assert c.scheduler_comm.interval == users  # and given back
+    assert all(len(calls) <= 2 for calls in per_pass[1:]), per_pass
 
 
 # ---------------------------------------------------------------------------------------------------------------

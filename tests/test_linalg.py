@@ -215,3 +215,75 @@ def test_tpqr_releases_the_gil():
         sys.setswitchinterval(interval)
     assert min(advanced) > 0, advanced
     assert max(held) == 0, held
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_trsm_through_ctypes_has_the_bits_of_scipys_wrapper(dtype):
+    """The Nyström whitening B R⁻¹ through ctypes (no GIL) calls the BLAS routine SciPy's f2py ``trsm`` calls, with
+    its arguments: the same bits, for both dtypes, the strict lower triangle of R not read."""
+    from scipy.linalg import get_blas_funcs
+
+    from rffor import _linalg
+
+    if _linalg._trsm_routine(np.dtype(dtype).char) is None:  # pragma: no cover - SciPy without cython_blas
+        pytest.skip("SciPy's Cython BLAS is not available")
+    rng = np.random.default_rng(3)
+    M, rows = 300, 1000
+    R = (np.triu(rng.standard_normal((M, M))) + 20 * np.eye(M) + np.tril(rng.standard_normal((M, M)), -1)).astype(dtype)
+    B = rng.standard_normal((rows, M)).astype(dtype)
+    ours = _linalg.solve_upper_right(B.copy(), R)
+    trsm = get_blas_funcs("trsm", (R, B))
+    scipys = trsm(1.0, R.T, B.copy().T, side=0, lower=1, trans_a=0, diag=0).T
+    assert ours.tobytes() == np.ascontiguousarray(scipys).tobytes()
+    tol = 1e-10 if dtype == np.float64 else 1e-3
+    np.testing.assert_allclose(ours @ np.triu(R.astype(np.float64)), B, rtol=tol, atol=tol * np.abs(B).max())
+
+
+def test_trsm_releases_the_gil():
+    """As for tpqrt: a counter thread advances while the whitening runs through ctypes, and not while SciPy's f2py
+    ``trsm`` runs on the same arrays (the control)."""
+    import sys
+    import threading
+    import time
+
+    from scipy.linalg import get_blas_funcs
+
+    from rffor import _linalg
+
+    if _linalg._trsm_routine("d") is None:  # pragma: no cover
+        pytest.skip("SciPy's Cython BLAS is not available")
+    rng = np.random.default_rng(0)
+    M, rows = 600, 6000  # a call of tens of milliseconds
+    R = np.triu(rng.standard_normal((M, M))) + 30 * np.eye(M)
+    B0 = rng.standard_normal((rows, M))
+    trsm = get_blas_funcs("trsm", (R, B0))
+    count, stop, started = [0], threading.Event(), threading.Event()
+
+    def counter():
+        started.set()
+        while not stop.is_set():
+            count[0] += 1
+            time.sleep(0)
+
+    def during(call):
+        B = B0.copy()
+        before = count[0]
+        call(B)
+        return count[0] - before
+
+    interval = sys.getswitchinterval()
+    thread = threading.Thread(target=counter, daemon=True)
+    sys.setswitchinterval(1000.0)
+    try:
+        thread.start()
+        started.wait()
+        advanced = [during(lambda B: _linalg.solve_upper_right(B, R)) for _ in range(3)]
+        held = [
+            during(lambda B: trsm(1.0, R.T, B.T, side=0, lower=1, trans_a=0, diag=0, overwrite_b=1)) for _ in range(3)
+        ]
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+    assert min(advanced) > 0, advanced
+    assert max(held) == 0, held

@@ -10,11 +10,13 @@ number of workers, not of cores.
 
 The threads share one interpreter: they run at once only where the chunks' work releases the GIL. NumPy's BLAS
 products and ufuncs do; so do the TSQR steps (:func:`rffor._linalg.append_rows` and ``merge_triangular`` call
-LAPACK through ctypes, not SciPy's f2py wrappers, which hold it) and the chunk reads of a local store
-(:meth:`rffor.data.Dataset.chunk` decodes the chunk files itself, not through Zarr's async pipeline, whose Python
-ran one read at a time). Measured in one process (benchmarks/scale_out.py ``--pool``, 32 chunks of 2,000 curves,
-Nyström D_x = 300, three runs on a paused machine): 2 threads against the one task of a 1-thread worker,
-1.36-1.54x for the closed form and 1.43-1.53x for a warm MM pass (0.88-1.06x before these two changes).
+LAPACK through ctypes, not SciPy's f2py wrappers, which hold it), the Nyström whitening
+(:func:`rffor._linalg.solve_upper_right`: BLAS ``trsm`` through ctypes, M² of a row's 2Md + M² flops) and the chunk
+reads of a local store (:meth:`rffor.data.Dataset.chunk` decodes the chunk files itself, not through Zarr's async
+pipeline, whose Python ran one read at a time). Measured in one process (benchmarks/scale_out.py ``--pool``, 32
+chunks of 2,000 curves, Nyström D_x = 300, every other process paused), 2 threads against 1: closed form 1.95x,
+an MM pass computing its features 1.97x, a warm MM pass 1.83x (before the whitening released the GIL: 1.63x,
+1.15x and 1.86x; before the TSQR steps and the reads did: 0.88-1.06x).
 """
 
 from __future__ import annotations
