@@ -153,15 +153,46 @@ def test_tpqr_through_ctypes_has_the_bits_of_scipys_wrappers(p, k, rows, merge):
     assert rel(ours, positive_diagonal(triangular_update(r, B))) < 1e-12  # and it is the factor
 
 
-def test_tpqr_releases_the_gil():
-    """While one thread is inside the LAPACK call another Python thread runs: a counter thread advances during the
-    call. The switch interval is made huge so that the calling thread gives up the GIL only where it releases it
-    itself; SciPy's f2py wrapper, called alike on arrays it takes as they are (no copy), holds it: the counter does
-    not move (the control that shows the test can fail)."""
-    import ctypes
+def _counter_steps(*makers, repeats: int = 3) -> list[list[int]]:
+    """For each of ``makers`` (each returns the call to watch, its inputs prepared outside the count), the steps a
+    Python counter thread takes while the call runs, ``repeats`` times. The switch interval is made huge so that the
+    calling thread gives up the GIL only where the call releases it itself."""
     import sys
     import threading
     import time
+
+    count, stop, started = [0], threading.Event(), threading.Event()
+
+    def counter():
+        started.set()
+        while not stop.is_set():
+            count[0] += 1
+            time.sleep(0)  # releases the GIL (and asks for it back) at every step
+
+    def steps(make):
+        call = make()
+        before = count[0]
+        call()
+        return count[0] - before
+
+    interval = sys.getswitchinterval()
+    thread = threading.Thread(target=counter, daemon=True)
+    sys.setswitchinterval(1000.0)
+    try:
+        thread.start()
+        started.wait()
+        return [[steps(make) for _ in range(repeats)] for make in makers]
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+
+
+def test_tpqr_releases_the_gil():
+    """While one thread is inside the LAPACK call another Python thread runs: a counter thread advances during the
+    call (:func:`_counter_steps`); SciPy's f2py wrapper, called alike on arrays it takes as they are (no copy),
+    holds it: the counter does not move (the control that shows the test can fail)."""
+    import ctypes
 
     from scipy.linalg import lapack
 
@@ -174,45 +205,19 @@ def test_tpqr_releases_the_gil():
     p, m = 500, 4000  # a call of tens of milliseconds
     a0 = np.asfortranarray(np.triu(rng.standard_normal((p, p))))
     b0 = np.asfortranarray(rng.standard_normal((m, p)))
-    count, stop, started = [0], threading.Event(), threading.Event()
-
-    def counter():
-        started.set()
-        while not stop.is_set():
-            count[0] += 1
-            time.sleep(0)  # releases the GIL (and asks for it back) at every step
 
     def ctypes_call():
         a, b, t, w = a0.copy(order="F"), b0.copy(order="F"), np.zeros((64, p), order="F"), np.empty(64 * p)
         ints = [ctypes.byref(ctypes.c_int(v)) for v in (m, p, 0, 64, p, m, 64)]
         info = ctypes.c_int(0)
         args = ints[:4] + [a.ctypes.data, ints[4], b.ctypes.data, ints[5], t.ctypes.data, ints[6], w.ctypes.data]
-        before = count[0]
-        routines[0](*args, ctypes.byref(info))
-        after = count[0]
-        assert info.value == 0
-        return after - before
+        return lambda arrays=(a, b, t, w): routines[0](*args, ctypes.byref(info))  # the arrays kept alive
 
     def f2py_call():
         a, b = a0.copy(order="F"), b0.copy(order="F")
-        before = count[0]
-        *_, info = lapack.dtpqrt(0, 64, a, b, overwrite_a=1, overwrite_b=1)
-        after = count[0]
-        assert info == 0
-        return after - before
+        return lambda: lapack.dtpqrt(0, 64, a, b, overwrite_a=1, overwrite_b=1)
 
-    interval = sys.getswitchinterval()
-    thread = threading.Thread(target=counter, daemon=True)
-    sys.setswitchinterval(1000.0)
-    try:
-        thread.start()
-        started.wait()
-        advanced = [ctypes_call() for _ in range(3)]
-        held = [f2py_call() for _ in range(3)]
-    finally:
-        stop.set()
-        thread.join()
-        sys.setswitchinterval(interval)
+    advanced, held = _counter_steps(ctypes_call, f2py_call)
     assert min(advanced) > 0, advanced
     assert max(held) == 0, held
 
@@ -242,10 +247,6 @@ def test_trsm_through_ctypes_has_the_bits_of_scipys_wrapper(dtype):
 def test_trsm_releases_the_gil():
     """As for tpqrt: a counter thread advances while the whitening runs through ctypes, and not while SciPy's f2py
     ``trsm`` runs on the same arrays (the control)."""
-    import sys
-    import threading
-    import time
-
     from scipy.linalg import get_blas_funcs
 
     from rffor import _linalg
@@ -257,33 +258,15 @@ def test_trsm_releases_the_gil():
     R = np.triu(rng.standard_normal((M, M))) + 30 * np.eye(M)
     B0 = rng.standard_normal((rows, M))
     trsm = get_blas_funcs("trsm", (R, B0))
-    count, stop, started = [0], threading.Event(), threading.Event()
 
-    def counter():
-        started.set()
-        while not stop.is_set():
-            count[0] += 1
-            time.sleep(0)
-
-    def during(call):
+    def ours():
         B = B0.copy()
-        before = count[0]
-        call(B)
-        return count[0] - before
+        return lambda: _linalg.solve_upper_right(B, R)
 
-    interval = sys.getswitchinterval()
-    thread = threading.Thread(target=counter, daemon=True)
-    sys.setswitchinterval(1000.0)
-    try:
-        thread.start()
-        started.wait()
-        advanced = [during(lambda B: _linalg.solve_upper_right(B, R)) for _ in range(3)]
-        held = [
-            during(lambda B: trsm(1.0, R.T, B.T, side=0, lower=1, trans_a=0, diag=0, overwrite_b=1)) for _ in range(3)
-        ]
-    finally:
-        stop.set()
-        thread.join()
-        sys.setswitchinterval(interval)
+    def scipys():
+        B = B0.copy()
+        return lambda: trsm(1.0, R.T, B.T, side=0, lower=1, trans_a=0, diag=0, overwrite_b=1)
+
+    advanced, held = _counter_steps(ours, scipys)
     assert min(advanced) > 0, advanced
     assert max(held) == 0, held
