@@ -146,9 +146,10 @@ def _capsule_pointer(capsule) -> tuple[int, str]:
 def _trsm_routine(char: str) -> Callable | None:
     """SciPy's own BLAS ``dtrsm`` (``char`` "d", float64) or ``strsm`` ("f", float32) called through ctypes, which
     releases the GIL during the call, as :func:`_tpqr_routines` does for ``tpqrt``: SciPy's f2py ``trsm`` holds it
-    (two threads whitening Nyström blocks ran 0.98x as fast as one), and the whitening is most of a Nyström feature
-    pass (M² of its 2Md + M² flops a row). The same library and arguments as the f2py wrapper, hence the same bits;
-    None where it cannot be found (then the wrapper serves)."""
+    (tests/test_linalg.py: a Python thread does not advance during that call), and the whitening is most of a
+    Nyström feature pass (M² of its 2Md + M² flops a row); with it released, 2 threads run the closed form 1.95x
+    as fast as one, 1.63x before (benchmarks/scale_out.py ``--pool``). The same library and arguments as the f2py
+    wrapper, hence the same bits; None where it cannot be found (then the wrapper serves)."""
     import ctypes
 
     try:
