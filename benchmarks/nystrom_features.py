@@ -3,7 +3,8 @@ and what the kernel's precision does to the fits' accuracy.
 
     python benchmarks/nystrom_features.py                       # timing, M = 1000 … 8000 (about 20 min, quiet machine)
     python benchmarks/nystrom_features.py --part accuracy       # fits on clean and noisy curves (about 15 min)
-    python benchmarks/nystrom_features.py --quick               # both parts, small, for a smoke test
+    python benchmarks/nystrom_features.py --part pass           # an MM gradient pass, M = 1000 … 8000 (about 10 min)
+    python benchmarks/nystrom_features.py --quick               # every part, small, for a smoke test
 
 **Timing.** The pass the fits run (``NystromFeatures.transform`` of a block of 4096 rows, as
 ``rffor.solvers.rff.feature_sums`` and ``rffor.solvers.mm.grad_task`` call it) on the inputs of
@@ -33,7 +34,17 @@ feature pass of the timing (patched in for the fit), on clean curves and with Ga
 signal's energy (no outliers); test NMSE on 2000 clean curves at the λ and γ_Θ each fit selects on its held-out
 curves, and at those of the before pass (a fit with λ and γ_Θ fixed), so the feature pass alone differs.
 
-Writes the ``nystrom-features`` and ``nystrom-accuracy`` blocks of benchmarks/README.md and
+**MM gradient pass.** What a pass over rows beyond the feature cache costs (the refit's passes over 10⁶ or 10⁷
+curves): ``rffor.solvers.mm.grad_task`` (H_κ^2, κ = 0.01) on one chunk of ``--pass-rows`` rows of the same inputs
+with noisy outputs (m = 100, the exact factor of a Gaussian k_Θ with γ_Θ = 316), no cache, one BLAS thread, timed
+in the same run:
+
+- **before**: the pass multiplying the whitened features ``φ_X = k(X, C) R⁻¹`` (the route of rffor 2301e8d, kept
+  here as a map that hides its kernel basis from the pass): ``2 M d + M² + 4 M D_θ`` flops a row;
+- **after**: the library's pass on the kernel basis (``FitMaps.basis_block``: ``k(X, C)`` against ``R⁻¹ B``, the
+  sums mapped back by ``R⁻ᵀ`` once per task; FALKON's parametrisation, MATH.md §5.1): ``2 M d + 4 M D_θ``.
+
+Writes the ``nystrom-features``, ``nystrom-accuracy`` and ``nystrom-pass`` blocks of benchmarks/README.md and
 benchmarks/results/nystrom_features[_accuracy][_quick].json.
 """
 
@@ -450,9 +461,96 @@ def render_accuracy(res: dict, info: dict, argv) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------- main
+# ------------------------------------------------------------------------------------------------- MM gradient pass
+class WhitenedOnly:
+    """A Nyström map without its kernel basis: the pass multiplies the whitened features (the route before)."""
+
+    def __init__(self, phi: NystromFeatures):
+        self.phi, self.dtype, self.n_features = phi, phi.dtype, phi.n_features
+
+    def transform(self, X):
+        return self.phi.transform(X)
+
+
+def mm_pass(args) -> dict:
+    from rffor.chunked import ArrayData
+    from rffor.features import make_output_features
+    from rffor.losses import Huber
+    from rffor.solvers.maps import FitMaps
+    from rffor.solvers.mm import grad_task
+
+    rows = args.pass_rows
+    X = inputs(args.seed, rows + max(args.centres))
+    Xp, pool = X[:rows], X[rows:]
+    theta = np.linspace(0, 1, 100)
+    rng = np.random.default_rng(args.seed)
+    Y = rng.normal(size=(rows, theta.size))  # the pass's cost does not depend on the values
+    data = ArrayData(Xp, Y, theta, chunk_rows=rows)
+    Pt = np.asarray(make_output_features("exact", Gaussian(316.2), theta, dtype=np.float64).transform(theta))
+    loss = Huber(0.01, 2)
+    records = []
+    with limit_blas_threads(1):
+        for M in args.centres:
+            phi = NystromFeatures(Gaussian(0.01), pool[rng.choice(pool.shape[0], M, replace=False)])
+            B = 1e-3 * rng.normal(size=(M, Pt.shape[1]))
+            maps = {"before": FitMaps(WhitenedOnly(phi), Pt), "after": FitMaps(phi, Pt)}
+            load = [round(x, 2) for x in os.getloadavg()]
+            t = _time({k: (lambda m=m, B=B: grad_task(data, 0, [0], m, B, loss)) for k, m in maps.items()},
+                      args.repeats)  # fmt: skip
+            g = {k: grad_task(data, 0, [0], m, B, loss).g for k, m in maps.items()}
+            diff = float(np.abs(g["after"] - g["before"]).max() / np.abs(g["before"]).max())
+            records.append(dict(M=M, d=Xp.shape[1], D_theta=int(Pt.shape[1]), rows=rows, seconds=t,
+                                rows_per_s={k: rows / v["wall"] for k, v in t.items()}, gradient_rel_diff=diff,
+                                load_before=load, load_after=[round(x, 2) for x in os.getloadavg()]))  # fmt: skip
+            r = records[-1]["rows_per_s"]
+            print(f"M = {M}: before {r['before']:,.0f} rows/s, after {r['after']:,.0f} rows/s "
+                  f"({r['after'] / r['before']:.2f}x), gradients differ by {diff:.1e}", flush=True)  # fmt: skip
+    return {"records": records}
+
+
+def render_pass(res: dict, info: dict, argv, load_end) -> str:
+    r0 = res["records"][0]
+    rows = [
+        [r["M"], f"{r['rows_per_s']['before']:,.0f}", f"{r['rows_per_s']['after']:,.0f}",
+         f"{r['rows_per_s']['after'] / r['rows_per_s']['before']:.2f}x",
+         f"{2 * r['M'] * r['d'] + r['M'] ** 2 + 4 * r['M'] * r['D_theta']:.2e} → "
+         f"{2 * r['M'] * r['d'] + 4 * r['M'] * r['D_theta']:.2e}",
+         f"{r['gradient_rel_diff']:.1e}", f"{r['load_before'][0]:.2f}–{r['load_after'][0]:.2f}"]
+        for r in res["records"]
+    ]  # fmt: skip
+    return "\n".join(
+        [
+            "MM gradient pass beyond the feature cache: "
+            f"`rffor.solvers.mm.grad_task` (H_κ^2, κ = 0.01) on {r0['rows']:,} rows (d = {r0['d']}, m = 100, "
+            f"D_θ = {r0['D_theta']}), Gaussian k_X (γ = 0.01), float64, no feature cache, one BLAS thread, median of "
+            f"{res['args']['repeats']} interleaved passes after a warm-up. Before: the pass multiplies the whitened "
+            "features k(X, C) R⁻¹ (rffor 2301e8d); after: the kernel basis, k(X, C) against R⁻¹B and the sums mapped "
+            "back by R⁻ᵀ once (FALKON's parametrisation, MATH.md §5.1). Rows/s of one core; the flops a row; the "
+            "largest difference of the two gradients relative to their largest entry.",
+            "",
+            markdown_table(
+                [
+                    "M",
+                    "before (rows/s)",
+                    "after (rows/s)",
+                    "after / before",
+                    "flops a row",
+                    "gradient diff",
+                    "load 1-min",
+                ],
+                rows,
+            ),  # fmt: skip
+            "",
+            provenance(info, argv, load_end=load_end),
+        ]
+    )
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=["timing", "accuracy", "both"], default="timing")
+    parser.add_argument("--part", choices=["timing", "accuracy", "pass", "both"], default="timing",
+                        help="both: timing and accuracy")  # fmt: skip
+    parser.add_argument("--pass-rows", type=int, default=20_000, help="pass: rows of the chunk a pass reads")
     parser.add_argument("--quick", action="store_true", help="small sizes, both parts, no README (a smoke test)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--centres", type=int, nargs="+", default=[1000, 2000, 4000, 8000], help="M (Gaussian)")
@@ -473,11 +571,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     argv_list = ["benchmarks/nystrom_features.py", *(sys.argv[1:] if argv is None else argv)]
     if args.quick:
-        args.part, args.centres, args.laplacian_centres, args.rows, args.repeats = "both", [200, 400], [200], 512, 1
+        args.part, args.centres, args.laplacian_centres, args.rows, args.repeats = "all", [200, 400], [200], 512, 1
+        args.pass_rows = 2000
         args.n_fit, args.fit_centres, args.noise, args.n_test = 3000, 200, [0.0, 0.1], 300
     warnings.simplefilter("ignore")
     suffix = "_quick" if args.quick else ""
-    if args.part in ("timing", "both"):
+    if args.part in ("timing", "both", "all"):
         info = machine_info(list(args.threads))
         res = timing(args)
         res["machine"], res["args"] = info, vars(args) | {"readme": str(args.readme)}
@@ -486,7 +585,7 @@ def main(argv=None) -> int:
         print(body)
         if not (args.no_readme or args.quick):
             write_section("nystrom-features", body, args.readme)
-    if args.part in ("accuracy", "both"):
+    if args.part in ("accuracy", "both", "all"):
         limit_blas_threads(max(args.threads))
         info = machine_info(max(args.threads))
         res = accuracy(args)
@@ -496,6 +595,15 @@ def main(argv=None) -> int:
         print(body)
         if not (args.no_readme or args.quick):
             write_section("nystrom-accuracy", body, args.readme)
+    if args.part in ("pass", "all"):
+        info = machine_info(1)
+        res = mm_pass(args)
+        res["machine"], res["args"] = info, vars(args) | {"readme": str(args.readme)}
+        save_json("nystrom_pass" + suffix, res)
+        body = render_pass(res, info, argv_list, [round(x, 2) for x in os.getloadavg()])
+        print(body)
+        if not (args.no_readme or args.quick):
+            write_section("nystrom-pass", body, args.readme)
     return 0
 
 

@@ -6,6 +6,7 @@ import functools
 from collections.abc import Callable
 
 import numpy as np
+from scipy.linalg import solve_triangular
 from scipy.linalg.blas import get_blas_funcs
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "inner",
     "merge_triangular",
     "positive_diagonal",
+    "solve_upper",
     "solve_upper_right",
     "triangular_update",
 ]
@@ -45,6 +47,31 @@ def eigh_psd(K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     s, U = np.linalg.eigh(K)
     return np.maximum(s[::-1], 0.0), np.ascontiguousarray(U[:, ::-1])
+
+
+def solve_upper(R: np.ndarray, B: np.ndarray, *, transpose: bool = False) -> np.ndarray:
+    """``R⁻¹ B`` (or ``R⁻ᵀ B`` with ``transpose``) for an upper-triangular R, in float64 (LAPACK ``trtrs``), for a
+    stack of right-hand sides too.
+
+    Parameters
+    ----------
+    R : ndarray of shape (M, M)
+        Upper triangular, nonsingular (its strict lower triangle is not read).
+    B : ndarray of shape (M, D) or (K, M, D)
+
+    Returns
+    -------
+    ndarray of B's shape, float64
+    """
+    R = np.asarray(R, dtype=np.float64)
+    B = np.asarray(B, dtype=np.float64)
+    trans = "T" if transpose else "N"
+    if B.ndim == 2:
+        return solve_triangular(R, B, trans=trans, lower=False)
+    # the K systems share R: one solve of the (M, K·D) right-hand side
+    K, M, D = B.shape
+    X = solve_triangular(R, B.transpose(1, 0, 2).reshape(M, K * D), trans=trans, lower=False)
+    return np.ascontiguousarray(X.reshape(M, K, D).transpose(1, 0, 2))
 
 
 def solve_upper_right(B: np.ndarray, R: np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._linalg import eigh_psd, solve_upper_right
+from ._linalg import eigh_psd, solve_upper, solve_upper_right
 from ._validation import check_dtype, check_int
 from .kernels import Kernel, as_2d_points
 
@@ -651,14 +651,9 @@ class NystromFeatures:
         -------
         Phi : ndarray of shape (n, n_features), in ``dtype``
         """
-        X = as_2d_points(X, "X")
-        if X.shape[1] != self.dim:
-            raise ValueError(f"X has {X.shape[1]} columns, but the feature map was built for dim={self.dim}")
+        X = self._check_rows(X)
         n, M = X.shape[0], self.n_centres
-        if out is None:
-            out = np.empty((n, self.n_features), dtype=self.dtype)
-        elif out.shape != (n, self.n_features) or out.dtype != self.dtype or not out.flags.c_contiguous:
-            raise ValueError(f"out must be a C-contiguous {self.dtype.name} array of shape {(n, self.n_features)}")
+        out = self._check_out(out, n)
         eigen = self.whitening == "eigen"
         if work is None:
             block = min(max(n, 1), _NYSTROM_BLOCK_ROWS)
@@ -670,14 +665,114 @@ class NystromFeatures:
         shifted = np.empty((min(block, n), self.dim), dtype=self.dtype)
         for s in range(0, n, block):
             e = min(s + block, n)
-            A = np.subtract(X[s:e], self._shift, out=shifted[: e - s])
             K = work[: e - s] if eigen else out[s:e]
-            self.kernel.gram_block(A, self._shifted_centres, K, b_sqnorms=self._norms)
+            self._gram_block(X[s:e], shifted[: e - s], K)
             if eigen:
                 np.matmul(K, self.projection, out=out[s:e])
             else:
                 solve_upper_right(K, self.factor)
         return out
+
+    # -- the kernel basis: φ(x) = W k(C, x), so a pass that needs only φ(X) B and φ(X)ᵀ V can skip the whitening --
+    def kernel_block(self, X: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
+        """The features before their whitening: ``k(X, C)``, so that ``φ(X) = k(X, C) Wᵀ`` (``Wᵀ = R⁻¹`` or the eigen
+        projection ``U diag(s̃)^{-1/2}``; :meth:`whiten`).
+
+        FALKON's parametrisation (MATH.md §5.1, ``C = P diag(s)^{-1/2} B``): a pass that only needs the
+        predictions ``φ(X) B`` and the sums ``φ(X)ᵀ V`` computes them as ``k(X, C) (Wᵀ B)`` and ``W (k(X, C)ᵀ V)``
+        (:meth:`to_kernel_basis`, :meth:`from_kernel_basis`): ``2 M d`` flops a row and M exponentials instead of
+        ``2 M d + M²``, the model and its parameter B unchanged. To first order it rounds like the whitened features
+        (the rounding of ``k(X, C)`` is amplified by ``Wᵀ`` in both: at most ``tol^{-1/2}``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n, dim)
+        out : ndarray of shape (n, M), optional
+            C-contiguous array of type ``dtype`` to write into.
+
+        Returns
+        -------
+        K : ndarray of shape (n, M), in ``dtype``
+        """
+        X = self._check_rows(X)
+        n = X.shape[0]
+        out = self._check_out(out, n)
+        block = min(max(n, 1), _NYSTROM_BLOCK_ROWS)
+        shifted = np.empty((min(block, n), self.dim), dtype=self.dtype)
+        for s in range(0, n, block):
+            e = min(s + block, n)
+            self._gram_block(X[s:e], shifted[: e - s], out[s:e])
+        return out
+
+    def whiten(self, K: np.ndarray) -> np.ndarray:
+        """``φ = k(X, C) Wᵀ`` from a :meth:`kernel_block` (in place for the triangular whitening when ``K`` is
+        writable; a new array otherwise).
+
+        Parameters
+        ----------
+        K : ndarray of shape (n, M), in ``dtype``
+
+        Returns
+        -------
+        Phi : ndarray of shape (n, M), in ``dtype``
+        """
+        if K.shape[-1] != self.n_centres or K.dtype != self.dtype:
+            raise ValueError(f"K must be a {self.dtype.name} array with {self.n_centres} columns")
+        if self.whitening == "eigen":
+            return K @ self.projection
+        if not (K.flags.writeable and K.flags.c_contiguous):
+            K = np.array(K, order="C")
+        return solve_upper_right(K, self.factor)
+
+    def to_kernel_basis(self, B: np.ndarray) -> np.ndarray:
+        """``Wᵀ B``: coefficients on the features as coefficients on ``k(·, C)`` (``φ(X) B = k(X, C) Wᵀ B``), float64.
+
+        Parameters
+        ----------
+        B : ndarray of shape (M, D) or (K, M, D)
+
+        Returns
+        -------
+        ndarray of B's shape, float64
+        """
+        B = np.asarray(B, dtype=np.float64)
+        if self.whitening == "eigen":
+            return np.matmul(self.projection.astype(np.float64), B)
+        return solve_upper(self.factor, B)
+
+    def from_kernel_basis(self, H: np.ndarray) -> np.ndarray:
+        """``W H``: sums against ``k(X, C)`` as sums against the features (``φ(X)ᵀ V = W k(X, C)ᵀ V``), float64.
+
+        Parameters
+        ----------
+        H : ndarray of shape (M, D) or (K, M, D)
+
+        Returns
+        -------
+        ndarray of H's shape, float64
+        """
+        H = np.asarray(H, dtype=np.float64)
+        if self.whitening == "eigen":
+            return np.matmul(self.projection.T.astype(np.float64), H)
+        return solve_upper(self.factor, H, transpose=True)
+
+    def _check_rows(self, X) -> np.ndarray:
+        X = as_2d_points(X, "X")
+        if X.shape[1] != self.dim:
+            raise ValueError(f"X has {X.shape[1]} columns, but the feature map was built for dim={self.dim}")
+        return X
+
+    def _check_out(self, out, n: int) -> np.ndarray:
+        if out is None:
+            return np.empty((n, self.n_features), dtype=self.dtype)
+        if out.shape != (n, self.n_features) or out.dtype != self.dtype or not out.flags.c_contiguous:
+            raise ValueError(f"out must be a C-contiguous {self.dtype.name} array of shape {(n, self.n_features)}")
+        return out
+
+    def _gram_block(self, X_b: np.ndarray, shifted: np.ndarray, K: np.ndarray) -> None:
+        """``k(X_b, C)`` into K, on the rows and centres translated by the centres' mean."""
+        A = np.subtract(X_b, self._shift, out=shifted)
+        self.kernel.gram_block(A, self._shifted_centres, K, b_sqnorms=self._norms)
 
     def __call__(self, X: np.ndarray) -> np.ndarray:
         return self.transform(X)

@@ -312,9 +312,11 @@ class RFSettings:
     max_features_x: int = _opt(
         2000, Int(2), type_doc="int", cli="--max-features-x", metavar="M",
         brief="with --features-x auto: at most this many features (the memory and time budget)",
-        doc="``n_features_x=\"auto\"``: at most this many features, the budget of memory and time: a pass costs "
-        "about n·M·(d + M) flops for Nyström features (n·M·d for random features) when they are not cached, the "
-        "feature cache holds n·M·8 bytes (float64) to keep them between passes (``feature_cache``), and the driver "
+        doc="``n_features_x=\"auto\"``: at most this many features, the budget of memory and time: a gradient "
+        "pass costs about 2·n·M·(d + 2 D_θ) flops (Nyström features on their kernel basis, random features alike) "
+        "when its rows are not cached, a pass of feature sums (the closed form, the selection's split) about "
+        "n·M·(2d + 2M), the feature cache holds n·M·8 bytes (float64) to keep kernel blocks between passes "
+        "(``feature_cache``), and the driver "
         "eigendecomposes M × M matrices. The default 2000 keeps a robust fit on 10⁶ curves of 100 points within "
         "about 10 minutes on 2 cores (benchmarks/learning_curve.py). Ignored for an integer ``n_features_x``.",
     )  # fmt: skip

@@ -442,6 +442,49 @@ def test_nystrom_features_equal_a_float64_reference(kernel, whitening, points):
     np.testing.assert_allclose(P[:M] @ P[:M].T, _exact_gram(kernel, C, C), atol=1e-9)
 
 
+@pytest.mark.parametrize("kernel", [Gaussian(0.7), Laplacian(0.7)])
+@pytest.mark.parametrize("whitening", ["triangular", "eigen"])
+@pytest.mark.parametrize("points", ["cloud", "curve"])
+def test_nystrom_kernel_basis_gives_the_features_products(kernel, whitening, points):
+    """FALKON's parametrisation (MATH.md §5.1) as the passes use it: ``k(X, C) (Wᵀ B) = φ(X) B`` and
+    ``W (k(X, C)ᵀ V) = φ(X)ᵀ V`` against the float64 reference features of the test above, within the same
+    per-row bound (10 M u cond(W)), times ‖B‖₂ or ‖V‖ (the floor binds on the curve: cond(W) = 1e7); stacks of
+    K coefficient matrices give each one's result; and ``whiten(kernel_block(X))`` is ``transform(X)`` to the bit."""
+    X = _points(300, 4, seed=1) if points == "cloud" else _curve_points()
+    M = 60
+    C = X[:M]
+    f = NystromFeatures(kernel, C, whitening=whitening)
+    s, U = np.linalg.eigh(_exact_gram(kernel, C, C))
+    s_t = np.maximum(np.maximum(s, 0), f.tol * s.max())
+    ref = _exact_gram(kernel, X, C) @ (U / np.sqrt(s_t)) @ U.T  # k(X, C) K̃^{-1/2}, one φ of the Nyström kernel
+    ref = ref @ np.linalg.lstsq(ref[:M], f.transform(C), rcond=None)[0]  # rotated to f's whitening
+    cond = np.sqrt(f.eigenvalues[0] / f.eigenvalues[-1])
+    rng = np.random.default_rng(7)
+    B = rng.normal(size=(M, 5))
+    V = rng.normal(size=(X.shape[0], 5))
+    K = f.kernel_block(X)
+    assert K.shape == (X.shape[0], M) and np.array_equal(K, _gram_block_reference(f, X))
+    got = K @ f.to_kernel_basis(B)
+    bound = 10 * M * 1.1e-16 * cond * (np.linalg.norm(ref, axis=1) + 1) * np.linalg.norm(B, 2)
+    assert np.all(np.linalg.norm(got - ref @ B, axis=1) <= bound)
+    g = f.from_kernel_basis(K.T @ V)
+    assert np.linalg.norm(g - ref.T @ V) <= 10 * M * 1.1e-16 * cond * (np.linalg.norm(ref) + 1) * np.linalg.norm(V)
+    Bs = np.stack([B, -2 * B, B[:, ::-1]])
+    np.testing.assert_array_equal(f.to_kernel_basis(Bs)[2], f.to_kernel_basis(B[:, ::-1]))
+    np.testing.assert_allclose(f.from_kernel_basis(np.stack([K.T @ V, K.T @ V]))[1], g, rtol=1e-12, atol=0)
+    assert np.array_equal(f.whiten(f.kernel_block(X)), f.transform(X))
+    assert np.array_equal(f.whiten(np.asarray(K, order="F")), f.transform(X))  # a non-C block is copied, not wrong
+    with pytest.raises(ValueError, match="columns"):
+        f.whiten(K[:, :10])
+
+
+def _gram_block_reference(f, X):
+    """k(X, C) as :meth:`NystromFeatures.transform` computes it before whitening (translated rows and centres)."""
+    K = np.empty((X.shape[0], f.n_centres))
+    f.kernel.gram_block(X - f._shift, f._shifted_centres, K, b_sqnorms=f._norms)
+    return K
+
+
 def test_nystrom_triangular_features_of_the_centres_are_the_cholesky_factor():
     """With the floor not binding, φ(c_i) = row i of Rᵀ (K = RᵀR): the features of the centres are lower
     triangular, φ(c_1) = (1, 0, …, 0); and the two whitenings differ by an orthogonal matrix."""

@@ -138,3 +138,53 @@ def test_estimator_default_for_robust_losses_is_mm(corrupted):
     assert np.array_equal(est.coef_, ref.coef)
     # one objective per pass, the first at the warm start (the square-loss closed form), decreasing
     assert len(est.objective_history_) == est.n_iter_ and np.all(np.diff(est.objective_history_) <= 0)
+
+
+class _WhitenedOnly:
+    """A Nyström map without its kernel basis: the passes multiply its whitened features (the route before)."""
+
+    def __init__(self, phi):
+        self.phi = phi
+        self.dtype, self.n_features = phi.dtype, phi.n_features
+
+    def transform(self, X):
+        return self.phi.transform(X)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_passes_on_the_kernel_basis_equal_passes_on_the_features(corrupted, dtype):
+    """A gradient pass (one B and a stack of K), the held-out errors and the predictions computed on the Nyström
+    kernel basis (``k(X, C)`` against ``Wᵀ B``: no whitening a row) equal those of the whitened features, with and
+    without the feature cache: within 1e-10 relative in float64, 1e-4 in float32 (the whitening's rounding,
+    cond(W) ≤ tol^{-1/2} = 1e3, either way)."""
+    from rffor.solvers.maps import FitMaps
+    from rffor.solvers.mm import curve_errors_task, grad_task
+    from rffor.solvers.prediction import predict
+
+    d, data = corrupted
+    res = fit_rff(data, loss=Huber(0.1, 2), **{**KW, "dtype": dtype})
+    phi = res.input_features
+    assert hasattr(phi, "kernel_block")  # the MM route's default features are Nyström's
+    Pt = np.asarray(res.output_features.transform(d.theta), dtype=dtype)
+    rng = np.random.default_rng(3)
+    B = res.coef
+    Bs = np.stack([B, B + 1e-3 * rng.normal(size=B.shape)])
+    ids = range(data.n_chunks)
+    rtol = 1e-10 if dtype == "float64" else 1e-4
+    before = FitMaps(_WhitenedOnly(phi), Pt)
+    for maps in (FitMaps(phi, Pt), FitMaps(phi, Pt, "fit-key", 2**30)):
+        for _ in range(2):  # the second pass reads the cache
+            for coef in (B, Bs):
+                a, b = (
+                    grad_task(data, 0, ids, maps, coef, Huber(0.1, 2)),
+                    grad_task(data, 0, ids, before, coef, Huber(0.1, 2)),
+                )
+                assert a.n == b.n == data.n and a.g.shape == b.g.shape
+                assert np.abs(a.g - b.g).max() <= rtol * np.abs(b.g).max()
+                np.testing.assert_allclose(a.loss, b.loss, rtol=rtol)
+            np.testing.assert_allclose(
+                curve_errors_task(data, 0, ids, maps, Bs), curve_errors_task(data, 0, ids, before, Bs), rtol=rtol * 10
+            )
+    Y_hat = predict(B, phi, Pt, d.X_test)
+    Y_ref = predict(B, _WhitenedOnly(phi), Pt, d.X_test)
+    assert np.abs(Y_hat - Y_ref).max() <= rtol * np.abs(Y_ref).max()

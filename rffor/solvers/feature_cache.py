@@ -2,13 +2,15 @@
 
 A random-feature fit passes over the same rows many times with the same feature map (closed-form sums, MM gradient
 passes, λ-path passes, held-out errors), and computing φ_X often costs more than the rest of a pass (Nyström: an
-(rows × M) kernel block and its product with the (M × r) whitening; random Fourier features: a projection and M
-sines and cosines). Each process that runs the passes (the driver in process, every Dask worker) memoises the
-feature blocks of the rows it processes, up to the byte budget the fit sets; past it, blocks are computed as
-before, so the memory stays bounded whatever n (memory flat in n beyond the budget). A block is keyed by the fit
-(a random key :func:`rffor.solvers.rff.fit_rff` draws), the side of a row split, the chunk and the block's first
-row; the first block of a new fit drops the entries of the previous one. A cached block is the array the feature
-map returned, so a fit gives the same bits with or without the cache; callers must not modify it.
+(rows × M) kernel block, one GEMM and M exponentials a row; random Fourier features: a projection and M sines and
+cosines). Each process that runs the passes (the driver in process, every Dask worker) memoises the blocks the
+passes multiply (:meth:`rffor.solvers.maps.FitMaps.basis_block`: Nyström's unwhitened kernel blocks, which the
+gradient passes use as they are and the sums passes whiten; random features themselves) of the rows it processes,
+up to the byte budget the fit sets; past it, blocks are computed as before, so the memory stays bounded whatever n
+(memory flat in n beyond the budget). A block is keyed by the fit (a random key :func:`rffor.solvers.rff.fit_rff`
+draws), the side of a row split, the chunk and the block's first row; the first block of a new fit drops the
+entries of the previous one. A cached block is the array the feature map returned, so a fit gives the same bits
+with or without the cache; callers must not modify it.
 
 This is the one process-wide state of the library: the memo of a pure function, bounded, like
 :func:`functools.lru_cache`, and lost harmlessly with a worker (its blocks are recomputed where the rows go).

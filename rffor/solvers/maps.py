@@ -57,17 +57,40 @@ class FitMaps:
     cache_bytes: int = 0
     space: Any = None
 
-    def block_features(self, part, chunk_id: int, start: int, X_block: np.ndarray) -> np.ndarray:
-        """``φ_X`` of the rows ``X_block`` (rows ``start …`` of chunk ``chunk_id`` of ``part``), shape (rows, D_x),
-        through the feature cache (read-only when cached: do not modify it)."""
+    def basis_block(self, part, chunk_id: int, start: int, X_block: np.ndarray) -> np.ndarray:
+        """What the passes multiply for the rows ``X_block`` (rows ``start …`` of chunk ``chunk_id`` of ``part``),
+        through the feature cache (read-only when cached: do not modify it): ``k(X_block, C)`` for a map with a
+        kernel basis (Nyström, ``φ_X = k(·, C) Wᵀ``: :meth:`rffor.features.NystromFeatures.kernel_block`), else
+        ``φ_X(X_block)``; shape (rows, D_x). With :meth:`to_basis` and :meth:`from_basis`,
+        ``φ_X(X) B = basis · to_basis(B)`` and ``φ_X(X)ᵀ V = from_basis(basisᵀ V)``."""
+        phi = self.input_features
+        compute = getattr(phi, "kernel_block", phi.transform)
         return cached_block(
             self.cache_key,
             self.cache_bytes,
             getattr(part, "cache_tag", "all"),
             chunk_id,
             start,
-            lambda: self.input_features.transform(X_block),
+            lambda: compute(X_block),
         )
+
+    def block_features(self, part, chunk_id: int, start: int, X_block: np.ndarray) -> np.ndarray:
+        """``φ_X`` of the rows ``X_block`` (as :meth:`basis_block`), shape (rows, D_x): the basis block whitened,
+        for the passes that need ``φ_Xᵀ φ_X`` (read-only when cached: do not modify it)."""
+        A = self.basis_block(part, chunk_id, start, X_block)
+        whiten = getattr(self.input_features, "whiten", None)
+        return A if whiten is None else whiten(A)
+
+    def to_basis(self, B: np.ndarray) -> np.ndarray:
+        """Coefficients B of shape (D_x, D_θ) or (K, D_x, D_θ) on the basis of :meth:`basis_block` (B itself when
+        that basis is φ_X)."""
+        fold = getattr(self.input_features, "to_kernel_basis", None)
+        return B if fold is None else fold(B)
+
+    def from_basis(self, H: np.ndarray) -> np.ndarray:
+        """Sums ``basisᵀ V`` of shape (D_x, ·) or (K, D_x, ·) as sums ``φ_Xᵀ V`` (H itself when the basis is φ_X)."""
+        unfold = getattr(self.input_features, "from_kernel_basis", None)
+        return H if unfold is None else unfold(H)
 
 
 def make_input_features(

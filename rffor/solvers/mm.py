@@ -85,7 +85,10 @@ class GradSums:
 def grad_task(part, p: int, chunk_ids: Sequence[int], maps, B: np.ndarray, loss: Loss) -> GradSums:
     """One partition's share of a gradient pass at B (a task of an executor session's ``reduce``).
 
-    Features and predictions in the fit's dtype (float32 by default), the products accumulated in float64.
+    Features and predictions in the fit's dtype (float32 by default), the products accumulated in float64. The
+    blocks are those of :meth:`FitMaps.basis_block <rffor.solvers.maps.FitMaps.basis_block>`: for Nyström features
+    the kernel block ``k(X, C)`` against ``Wᵀ B``, the sums mapped back by W once per task (FALKON's
+    parametrisation, MATH.md §5.1: ``φ_X(X) B = k(X, C) Wᵀ B``), so a pass skips the whitening's M² flops a row.
 
     Parameters
     ----------
@@ -107,48 +110,42 @@ def grad_task(part, p: int, chunk_ids: Sequence[int], maps, B: np.ndarray, loss:
     """
     if np.ndim(B) == 3:
         return _grad_sums_stacked(part, chunk_ids, maps, B, loss)
-    phi = maps.input_features
-    dtype = phi.dtype
+    dtype = maps.input_features.dtype
     Pt = np.ascontiguousarray(maps.Phi_theta, dtype=dtype)  # (m, D_θ)
-    Bd = np.ascontiguousarray(B, dtype=dtype)
+    Bd = np.ascontiguousarray(maps.to_basis(B), dtype=dtype)  # B on the basis of the blocks (FitMaps.basis_block)
     theta = np.asarray(part.theta)  # the pinball losses read the levels
-    out = GradSums(np.zeros((phi.n_features, Pt.shape[1])))
+    out = GradSums(np.zeros(Bd.shape))
     for i, X_i, Y_i in part.iter_chunks([int(i) for i in chunk_ids]):
         Y_i = np.asarray(Y_i, dtype=dtype)
         for s in range(0, X_i.shape[0], _BLOCK_ROWS):
-            Phi = _features(maps, part, i, s, X_i[s : s + _BLOCK_ROWS])
-            R = Y_i[s : s + _BLOCK_ROWS] - (Phi @ Bd) @ Pt.T  # NaN where unobserved: the losses mask them
+            A = maps.basis_block(part, i, s, X_i[s : s + _BLOCK_ROWS])
+            R = Y_i[s : s + _BLOCK_ROWS] - (A @ Bd) @ Pt.T  # NaN where unobserved: the losses mask them
             G = loss.grad(R, theta)
             out.loss += float(np.sum(loss.curve_values(R, theta), dtype=np.float64))
-            out.g += Phi.T @ (G @ Pt)
+            out.g += A.T @ (G @ Pt)
             out.n += R.shape[0]
+    out.g = maps.from_basis(out.g)
     return out
 
 
-def _features(maps, part, i, s, X_block):
-    """φ_X of a block, through the fit's feature cache when its maps have one (FitMaps.block_features)."""
-    block = getattr(maps, "block_features", None)
-    return maps.input_features.transform(X_block) if block is None else block(part, i, s, X_block)
-
-
 def _grad_sums_stacked(part, chunk_ids, maps, Bs: np.ndarray, loss: Loss) -> GradSums:
-    phi = maps.input_features
-    dtype = phi.dtype
+    dtype = maps.input_features.dtype
     Pt = np.ascontiguousarray(maps.Phi_theta, dtype=dtype)
-    Bd = np.ascontiguousarray(Bs, dtype=dtype)  # (K, D_x, D_θ)
+    Bd = np.ascontiguousarray(maps.to_basis(Bs), dtype=dtype)  # (K, D_x, D_θ)
     K = Bd.shape[0]
     theta = np.asarray(part.theta)
-    out = GradSums(np.zeros((K, phi.n_features, Pt.shape[1])), np.zeros(K))
+    out = GradSums(np.zeros(Bd.shape), np.zeros(K))
     for i, X_i, Y_i in part.iter_chunks([int(i) for i in chunk_ids]):
         Y_i = np.asarray(Y_i, dtype=dtype)
         for s in range(0, X_i.shape[0], _BLOCK_ROWS):
-            Phi = _features(maps, part, i, s, X_i[s : s + _BLOCK_ROWS])
+            A = maps.basis_block(part, i, s, X_i[s : s + _BLOCK_ROWS])
             Yb = Y_i[s : s + _BLOCK_ROWS]
             for k in range(K):  # a loop over models, not rows: each iteration is BLAS on the whole block
-                R = Yb - (Phi @ Bd[k]) @ Pt.T
+                R = Yb - (A @ Bd[k]) @ Pt.T
                 out.loss[k] += float(np.sum(loss.curve_values(R, theta), dtype=np.float64))
-                out.g[k] += Phi.T @ (loss.grad(R, theta) @ Pt)
-            out.n += Phi.shape[0]
+                out.g[k] += A.T @ (loss.grad(R, theta) @ Pt)
+            out.n += A.shape[0]
+    out.g = maps.from_basis(out.g)
     return out
 
 
@@ -173,16 +170,15 @@ def curve_errors_task(part, p: int, chunk_ids: Sequence[int], maps, Bs: np.ndarr
     """
     from ..metrics import curve_mse
 
-    phi = maps.input_features
-    dtype = phi.dtype
+    dtype = maps.input_features.dtype
     Pt = np.ascontiguousarray(maps.Phi_theta, dtype=dtype)
-    Bd = np.ascontiguousarray(Bs, dtype=dtype)
+    Bd = np.ascontiguousarray(maps.to_basis(Bs), dtype=dtype)
     out = []
     for i, X_i, Y_i in part.iter_chunks([int(i) for i in chunk_ids]):
         for s in range(0, X_i.shape[0], _BLOCK_ROWS):
-            Phi = _features(maps, part, i, s, X_i[s : s + _BLOCK_ROWS])
+            A = maps.basis_block(part, i, s, X_i[s : s + _BLOCK_ROWS])
             Yb = Y_i[s : s + _BLOCK_ROWS]
-            out.append(np.stack([curve_mse(Yb, (Phi @ B) @ Pt.T) for B in Bd]) if len(Yb) else np.zeros((len(Bd), 0)))
+            out.append(np.stack([curve_mse(Yb, (A @ B) @ Pt.T) for B in Bd]) if len(Yb) else np.zeros((len(Bd), 0)))
     return np.concatenate(out, axis=1) if out else np.zeros((len(Bd), 0))
 
 

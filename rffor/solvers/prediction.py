@@ -42,14 +42,14 @@ def objective(
         ``(1/n) Σ_i L(y_i − Φ_Θ Bᵀ φ_X(x_i)) + (λ/2) ‖B‖_F²``.
     """
     B = np.asarray(B, dtype=np.float64)
-    BPt = B @ np.asarray(Phi_theta, dtype=np.float64).T  # (D_x, m)
+    block, BPt = _basis(input_features, B, np.asarray(Phi_theta, dtype=np.float64), np.float64)  # (D_x, m)
     theta = np.asarray(data.theta)
     total, n = 0.0, 0
     ids = range(data.n_chunks) if chunk_ids is None else [int(i) for i in chunk_ids]
     for _, X_i, Y_i in data.iter_chunks(ids):
         for s in range(0, X_i.shape[0], _BLOCK_ROWS):
-            Phi = input_features.transform(X_i[s : s + _BLOCK_ROWS]).astype(np.float64)
-            R = np.asarray(Y_i[s : s + _BLOCK_ROWS], dtype=np.float64) - Phi @ BPt
+            A = block(X_i[s : s + _BLOCK_ROWS]).astype(np.float64)
+            R = np.asarray(Y_i[s : s + _BLOCK_ROWS], dtype=np.float64) - A @ BPt
             total += float(np.sum(loss.curve_values(R, theta)))
             n += R.shape[0]
     return total / n + 0.5 * lam * float(np.sum(B * B))
@@ -76,9 +76,18 @@ def predict(
     Y_hat : ndarray of shape (n, q), in the features' dtype.
     """
     dtype = input_features.dtype
-    coef = np.asarray(coef, dtype=dtype)
-    BPt = coef @ np.asarray(Phi_theta, dtype=dtype).T  # (D_x, q)
+    block, BPt = _basis(input_features, coef, np.asarray(Phi_theta, dtype=dtype), dtype)  # (D_x, q)
     out = np.empty((X.shape[0], BPt.shape[1]), dtype=dtype)
     for s in range(0, X.shape[0], _BLOCK_ROWS):
-        np.matmul(input_features.transform(X[s : s + _BLOCK_ROWS]), BPt, out=out[s : s + _BLOCK_ROWS])
+        np.matmul(block(X[s : s + _BLOCK_ROWS]), BPt, out=out[s : s + _BLOCK_ROWS])
     return out
+
+
+def _basis(input_features, B: np.ndarray, Phi_theta: np.ndarray, dtype):
+    """``(block, B Φ_Θᵀ)`` on the basis the feature map offers: ``(k(·, C), Wᵀ B Φ_Θᵀ)`` for Nyström features
+    (FALKON's parametrisation, MATH.md §5.1: no M² whitening a row), else ``(φ_X, B Φ_Θᵀ)``; the product in
+    ``dtype``. B of shape (D_x, D_θ), Φ_Θ of shape (q, D_θ)."""
+    fold = getattr(input_features, "to_kernel_basis", None)
+    if fold is None:
+        return input_features.transform, np.asarray(B, dtype=dtype) @ np.asarray(Phi_theta, dtype=dtype).T
+    return input_features.kernel_block, np.ascontiguousarray(fold(B) @ np.asarray(Phi_theta, np.float64).T, dtype)
