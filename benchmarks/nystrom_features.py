@@ -51,6 +51,7 @@ benchmarks/results/nystrom_features[_accuracy][_quick].json.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -66,6 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
     README,
+    RESULTS,
     ForeignCPU,
     limit_blas_threads,
     machine_info,
@@ -523,7 +525,8 @@ def render_pass(res: dict, info: dict, argv, load_end) -> str:
     ]  # fmt: skip
     return "\n".join(
         [
-            "MM gradient pass beyond the feature cache: "
+            "### MM gradient pass on Nyström features: rows/s against M (issue 25, item 3)\n\n"
+            "What every refit pass over rows the feature cache does not hold costs (10⁶ and 10⁷ curves): "
             f"`rffor.solvers.mm.grad_task` (H_κ^2, κ = 0.01) on {r0['rows']:,} rows (d = {r0['d']}, m = 100, "
             f"D_θ = {r0['D_theta']}), Gaussian k_X (γ = 0.01), float64, no feature cache, one BLAS thread, median of "
             f"{res['args']['repeats']} interleaved passes after a warm-up. Before: the pass multiplies the whitened "
@@ -555,6 +558,8 @@ def main(argv=None) -> int:
     parser.add_argument("--part", choices=["timing", "accuracy", "pass", "both"], default="timing",
                         help="both: timing and accuracy")  # fmt: skip
     parser.add_argument("--pass-rows", type=int, default=20_000, help="pass: rows of the chunk a pass reads")
+    parser.add_argument("--report-only", action="store_true",
+                        help="pass: rebuild its block from results/nystrom_pass.json")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="small sizes, both parts, no README (a smoke test)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--centres", type=int, nargs="+", default=[1000, 2000, 4000, 8000], help="M (Gaussian)")
@@ -600,11 +605,17 @@ def main(argv=None) -> int:
         if not (args.no_readme or args.quick):
             write_section("nystrom-accuracy", body, args.readme)
     if args.part in ("pass", "all"):
-        info = machine_info(1)
-        res = mm_pass(args)
-        res["machine"], res["args"] = info, vars(args) | {"readme": str(args.readme)}
-        save_json("nystrom_pass" + suffix, res)
-        body = render_pass(res, info, argv_list, [round(x, 2) for x in os.getloadavg()])
+        if args.report_only:
+            res = json.loads((RESULTS / f"nystrom_pass{suffix}.json").read_text())
+            info = res["machine"]
+        else:
+            info = machine_info(1)
+            res = mm_pass(args)
+            res["machine"], res["args"], res["argv"] = info, vars(args) | {"readme": str(args.readme)}, argv_list
+            res["load_end"] = [round(x, 2) for x in os.getloadavg()]
+            save_json("nystrom_pass" + suffix, res)
+        argv_run = res.get("argv") or ["benchmarks/nystrom_features.py", "--part", "pass"]  # a run saved before argv
+        body = render_pass(res, info, argv_run, res.get("load_end"))
         print(body)
         if not (args.no_readme or args.quick):
             write_section("nystrom-pass", body, args.readme)

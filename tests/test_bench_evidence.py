@@ -384,3 +384,24 @@ def test_quantile_path_scores_are_the_cv_estimators_fold_scores_without_its_refi
     np.testing.assert_allclose(path.cv_results_["fold_scores"], full.cv_results_["fold_scores"], rtol=1e-12)
     assert path.n_iter_ == 0 and full.n_iter_ > 0  # no refit on all rows in the path scores
     assert not hasattr(path.best_estimator_, "dual_coef_")
+
+
+# ------------------------------------------------------------------------------------------ learning curve report
+def test_learning_curve_report_keeps_the_later_run_of_a_rerun_point():
+    """A point run again (same seed, method, data, noise, n, draw, rule, centres, memory or store) appears once in
+    the table, from the file given later, and the block names the superseded record; other draws, other n and the
+    store point are kept."""
+    lc = _load("learning_curve", "learning_curve_under_test")
+    base = dict(seed=0, method="rffor", data="corrupted", noise=0.01, rule="new", centres="auto")
+    runs = [
+        {"file": "old.json", "records": [dict(base, n=10**6, draw=0, nmse=2.0e-5, seconds=600.0, run=0),
+                                          dict(base, n=3 * 10**5, draw=0, nmse=2.1e-5, seconds=300.0, run=0)]},
+        {"file": "new.json", "records": [dict(base, n=10**6, draw=0, nmse=1.9e-5, seconds=300.0, run=1),
+                                          dict(base, n=10**6, draw=1, nmse=1.8e-5, seconds=310.0, run=1),
+                                          dict(base, n=10**7, draw=0, nmse=1.7e-5, seconds=2000.0, zarr=True, run=1)]},
+    ]  # fmt: skip
+    records = [r for run in runs for r in run["records"]]
+    kept, lines = lc.latest_records(records, runs)
+    assert [(r["n"], r["draw"], r["run"]) for r in kept] == [(3 * 10**5, 0, 0), (10**6, 0, 1), (10**6, 1, 1),
+                                                             (10**7, 0, 1)]  # fmt: skip
+    assert len(lines) == 1 and "old.json" in lines[0] and "by `new.json`" in lines[0] and "600 s" in lines[0]
