@@ -248,7 +248,8 @@ def walk_grid(errors_of, grid, statistic: str):
 
 # -------------------------------------------------------------------------------------------------------- methods
 def rffor_fit(X, Y, loss, args, client, draw: int, centres, **kw):
-    """rffor's large-scale fit with every hyperparameter chosen by the library; returns (estimator, seconds)."""
+    """rffor's large-scale fit with every hyperparameter chosen by the library; returns (estimator, seconds, the CPU
+    other processes used during it in cores)."""
     est = FunctionalRegressor(
         loss,
         kernel_x=Gaussian(GAMMA_X),
@@ -265,9 +266,11 @@ def rffor_fit(X, Y, loss, args, client, draw: int, centres, **kw):
         verbose=args.verbose,
         **kw,
     )
-    tic = time.perf_counter()
-    est.fit(X, Y) if Y is not None else est.fit(X)
-    return est, time.perf_counter() - tic
+    with ForeignCPU() as foreign:  # what other jobs took of the 2 cores during the timed fit
+        tic = time.perf_counter()
+        est.fit(X, Y) if Y is not None else est.fit(X)
+        seconds = time.perf_counter() - tic
+    return est, seconds, foreign.cores
 
 
 def selection_summary(est) -> dict:
@@ -284,17 +287,20 @@ def selection_summary(est) -> dict:
 def rffor_robust(X, Y, X_test, Y_test, args, client, base: dict, centres, rule: str):
     """H_κ^2 from κ = KAPPA0, with λ, κ, γ_Θ (and M when "auto") chosen by the library."""
     with selection_rule(rule):
-        est, seconds = rffor_fit(X, Y, Huber(KAPPA0, 2), args, client, base["draw"], centres, loss_params="auto")
+        est, seconds, foreign = rffor_fit(X, Y, Huber(KAPPA0, 2), args, client, base["draw"], centres,
+                                          loss_params="auto")  # fmt: skip
     rec = dict(base, method="rffor", rule=rule, centres=str(centres), n_centres=est.n_features_x_,
                kappa=est.loss_.kappa, nmse=nmse(Y_test, est.predict(X_test)), seconds=seconds,
+               foreign_cpu_cores=foreign,
                refit_passes=int(est.n_iter_), **selection_summary(est))  # fmt: skip
     return rec, est
 
 
 def rffor_square(X, Y, X_test, Y_test, args, client, base: dict, centres):
-    est, seconds = rffor_fit(X, Y, Square(), args, client, base["draw"], centres)
+    est, seconds, foreign = rffor_fit(X, Y, Square(), args, client, base["draw"], centres)
     rec = dict(base, method="rffor_square", rule="new", centres=str(centres), n_centres=est.n_features_x_,
-               nmse=nmse(Y_test, est.predict(X_test)), seconds=seconds, **selection_summary(est))  # fmt: skip
+               nmse=nmse(Y_test, est.predict(X_test)), seconds=seconds, foreign_cpu_cores=foreign,
+               **selection_summary(est))  # fmt: skip
     return rec, est
 
 
@@ -570,9 +576,7 @@ def main(argv=None) -> int:
                     )  # fmt: skip
                     base = dict(noise=rho, n=args.store_n, draw=0, data="corrupted")
                     spec = "auto" if args.centres[0] == "auto" else int(args.centres[0])
-                    with ForeignCPU() as foreign:  # what other jobs took of the 2 cores during the timed fit
-                        rec, est = rffor_robust(ds, None, X_test, Y_test, args, client, base, spec, "new")
-                    rec["foreign_cpu_cores"] = foreign.cores
+                    rec, est = rffor_robust(ds, None, X_test, Y_test, args, client, base, spec, "new")
                     if args.store_n <= args.oracle_max_n:
                         rec.update(oracle(ds, None, est, X_test, Y_test, args, client, robust=True))
                     rec.update(zarr=True, write_seconds=write_s)
