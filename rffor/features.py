@@ -725,36 +725,23 @@ class NystromFeatures:
         return solve_upper_right(K, self.factor)
 
     def to_kernel_basis(self, B: np.ndarray) -> np.ndarray:
-        """``Wᵀ B``: coefficients on the features as coefficients on ``k(·, C)`` (``φ(X) B = k(X, C) Wᵀ B``), float64.
-
-        Parameters
-        ----------
-        B : ndarray of shape (M, D) or (K, M, D)
-
-        Returns
-        -------
-        ndarray of B's shape, float64
-        """
-        B = np.asarray(B, dtype=np.float64)
-        if self.whitening == "eigen":
-            return np.matmul(self.projection.astype(np.float64), B)
-        return solve_upper(self.factor, B)
+        """``Wᵀ B`` for B of shape (M, D) or (K, M, D), float64: coefficients on the features as coefficients on
+        ``k(·, C)``, ``φ(X) B = k(X, C) Wᵀ B``."""
+        return self._by_whitening(B, adjoint=False)
 
     def from_kernel_basis(self, H: np.ndarray) -> np.ndarray:
-        """``W H``: sums against ``k(X, C)`` as sums against the features (``φ(X)ᵀ V = W k(X, C)ᵀ V``), float64.
+        """``W H`` for H of shape (M, D) or (K, M, D), float64: sums against ``k(X, C)`` as sums against the
+        features, ``φ(X)ᵀ V = W k(X, C)ᵀ V``."""
+        return self._by_whitening(H, adjoint=True)
 
-        Parameters
-        ----------
-        H : ndarray of shape (M, D) or (K, M, D)
-
-        Returns
-        -------
-        ndarray of H's shape, float64
-        """
-        H = np.asarray(H, dtype=np.float64)
-        if self.whitening == "eigen":
-            return np.matmul(self.projection.T.astype(np.float64), H)
-        return solve_upper(self.factor, H, transpose=True)
+    def _by_whitening(self, A: np.ndarray, adjoint: bool) -> np.ndarray:
+        """``Wᵀ A`` (or ``W A`` when ``adjoint``) in float64: ``R⁻¹ A`` / ``R⁻ᵀ A`` (triangular), ``P A`` / ``Pᵀ A``
+        with P the eigen projection."""
+        A = np.asarray(A, dtype=np.float64)
+        if self.whitening == "triangular":
+            return solve_upper(self.factor, A, transpose=adjoint)
+        P = self.projection.astype(np.float64)
+        return np.matmul(P.T if adjoint else P, A)
 
     def _check_rows(self, X) -> np.ndarray:
         X = as_2d_points(X, "X")
