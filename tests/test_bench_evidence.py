@@ -405,3 +405,20 @@ def test_learning_curve_report_keeps_the_later_run_of_a_rerun_point():
     assert [(r["n"], r["draw"], r["run"]) for r in kept] == [(3 * 10**5, 0, 0), (10**6, 0, 1), (10**6, 1, 1),
                                                              (10**7, 0, 1)]  # fmt: skip
     assert len(lines) == 1 and "old.json" in lines[0] and "by `new.json`" in lines[0] and "600 s" in lines[0]
+
+
+def test_learning_curve_centres_goal_compares_means_with_the_draw_spread():
+    """ "M = 2000 no worse than M = 1000 beyond the spread of the draws": met when the means differ by less than the
+    larger max − min over the draws, not met when M = 2000 is worse by more; paired ratios per draw are printed."""
+    lc = _load("learning_curve", "learning_curve_under_test")
+    base = dict(method="rffor", rule="new", noise=0.01, n=10**5)
+
+    def recs(m1000, m2000):
+        return [dict(base, centres=c, draw=d, nmse=v) for c, vals in (("1000", m1000), ("2000", m2000))
+                for d, v in enumerate(vals)]  # fmt: skip
+
+    (line,) = lc.centres_goal(recs([3.0e-5, 3.6e-5, 2.8e-5], [3.1e-5, 3.5e-5, 2.9e-5]))
+    assert "(met)" in line and "3 draws" in line and "1.03x" in line  # per draw: 3.1 / 3.0
+    (line,) = lc.centres_goal(recs([3.0e-5, 3.1e-5, 2.9e-5], [4.0e-5, 4.1e-5, 3.9e-5]))
+    assert "**NOT met**" in line
+    assert lc.centres_goal(recs([3.0e-5], [])) == []
