@@ -418,7 +418,7 @@ def test_learning_curve_centres_goal_compares_means_with_the_draw_spread():
                 for d, v in enumerate(vals)]  # fmt: skip
 
     (line,) = lc.centres_goal(recs([3.0e-5, 3.6e-5, 2.8e-5], [3.1e-5, 3.5e-5, 2.9e-5]))
-    assert "(met)" in line and "3 draws" in line and "1.03x" in line  # per draw: 3.1 / 3.0
+    assert "(met)" in line and "3 draws" in line and "1.0333x" in line  # per draw: 3.1 / 3.0
     (line,) = lc.centres_goal(recs([3.0e-5, 3.1e-5, 2.9e-5], [4.0e-5, 4.1e-5, 3.9e-5]))
     assert "**NOT met**" in line
     assert lc.centres_goal(recs([3.0e-5], [])) == []
