@@ -671,7 +671,9 @@ def learning_table(records, rho: float) -> tuple[str, dict]:
         ratios = [r["nmse"] / r["oracle_nmse"] for r in f if r.get("oracle_nmse")]
         sel = "; ".join(f"λ {r['lam']:.0e}, κ {r['kappa']:.3g}, γ_Θ {r['gamma_theta']:.3g}" for r in f[:3])
         orc = "; ".join(f"λ {r['oracle_lam']:.0e}, κ {r['oracle_kappa']:.3g}" + (" (grid edge)" if r["oracle_at_edge"]
-                        else "") for r in f if r.get("oracle_nmse"))  # fmt: skip
+                        else "") + (f", {r['oracle_passes']} passes in {r['oracle_seconds'] / 60:.1f} min"
+                                    if r.get("oracle_passes") else "")
+                        for r in f if r.get("oracle_nmse"))  # fmt: skip
         rows.append([
             f"{n:,}" + (" (Zarr)" if any(r.get("zarr") for r in f) else ""), len(f), f[0]["n_centres"],
             _spread(e), sel,
