@@ -669,7 +669,11 @@ def learning_table(records, rho: float) -> tuple[str, dict]:
         e = [r["nmse"] for r in f]
         means[n] = (float(np.mean(e)), float(np.max(e) - np.min(e)) if len(e) > 1 else None)
         ratios = [r["nmse"] / r["oracle_nmse"] for r in f if r.get("oracle_nmse")]
-        sel = "; ".join(f"λ {r['lam']:.0e}, κ {r['kappa']:.3g}, γ_Θ {r['gamma_theta']:.3g}" for r in f[:3])
+        sel = "; ".join(
+            f"λ {r['lam']:.0e}, κ {r['kappa']:.3g}, γ_Θ {r['gamma_theta']:.3g}"
+            + (f", {r['refit_passes']} refit passes" if r.get("refit_passes") else "")
+            for r in f[:3]
+        )
         orc = "; ".join(f"λ {r['oracle_lam']:.0e}, κ {r['oracle_kappa']:.3g}" + (" (grid edge)" if r["oracle_at_edge"]
                         else "") + (f", {r['oracle_passes']} passes in {r['oracle_seconds'] / 60:.1f} min"
                                     if r.get("oracle_passes") else "")
