@@ -87,7 +87,7 @@ from _common import (
     write_zarr_blocks,
 )
 
-from rffor import FunctionalRegressor  # noqa: E402
+from rffor import FunctionalRegressor, Welsch  # noqa: E402
 from rffor.chunked import RowSplit  # noqa: E402
 from rffor.datasets import add_outliers, make_synthetic, sample_synthetic, synthetic_signal_energy  # noqa: E402
 from rffor.edge_rule import SIGNIFICANCE, Axis, significantly_better, walk  # noqa: E402
@@ -284,12 +284,19 @@ def selection_summary(est) -> dict:
                 at_edge=bool(path["at_bound"]))  # fmt: skip
 
 
+#: the robust losses of ``--loss``: (the loss from κ = KAPPA0, the records' method); "huber" is the seed papers'
+#: convex H_κ^2, "welsch" the redescending :class:`rffor.Welsch` (no contamination floor)
+ROBUST = {"huber": (lambda: Huber(KAPPA0, 2), "rffor"), "welsch": (lambda: Welsch(KAPPA0), "rffor_welsch")}
+
+
 def rffor_robust(X, Y, X_test, Y_test, args, client, base: dict, centres, rule: str):
-    """H_κ^2 from κ = KAPPA0, with λ, κ, γ_Θ (and M when "auto") chosen by the library."""
+    """The robust loss of ``args.loss`` (:data:`ROBUST`) from κ = KAPPA0, with λ, κ, γ_Θ (and M when "auto")
+    chosen by the library."""
+    make_loss, method = ROBUST[getattr(args, "loss", "huber")]
     with selection_rule(rule):
-        est, seconds, foreign = rffor_fit(X, Y, Huber(KAPPA0, 2), args, client, base["draw"], centres,
+        est, seconds, foreign = rffor_fit(X, Y, make_loss(), args, client, base["draw"], centres,
                                           loss_params="auto")  # fmt: skip
-    rec = dict(base, method="rffor", rule=rule, centres=str(centres), n_centres=est.n_features_x_,
+    rec = dict(base, method=method, rule=rule, centres=str(centres), n_centres=est.n_features_x_,
                kappa=est.loss_.kappa, nmse=nmse(Y_test, est.predict(X_test)), seconds=seconds,
                foreign_cpu_cores=foreign,
                refit_passes=int(est.n_iter_), **selection_summary(est))  # fmt: skip
@@ -341,7 +348,7 @@ def oracle(X, Y, est, X_test, Y_test, args, client, robust: bool) -> dict:
         else:
             best_kappa, kappa_rises = np.inf, 0
             for kappa in ORACLE_KAPPAS:
-                loss = Huber(kappa, 2)
+                loss = est.loss_.with_param(kappa)  # the fit's own robust loss (Huber or Welsch)
 
                 def gradient_pass(B, loss=loss):
                     handle = run.share(np.ascontiguousarray(B))
@@ -446,6 +453,9 @@ def main(argv=None) -> int:
     parser.add_argument("--rules", nargs="+", default=["new"], choices=list(RULES),
                         help="held-out rules of the robust fit: 'new' the library's, 'old' the ≥ 1%% rule before "
                         "issue 25, 'zK' K paired standard errors")  # fmt: skip
+    parser.add_argument("--loss", choices=list(ROBUST), default="huber",
+                        help="the robust fit's loss: the convex H_κ^2 (records 'rffor') or the redescending Welsch "
+                        "loss (records 'rffor_welsch')")  # fmt: skip
     parser.add_argument("--skip-robust", action="store_true",
                         help="only the baselines (rffor square, Nystroem + Ridge) at the M 'auto' gives")  # fmt: skip
     parser.add_argument("--no-baselines", action="store_true",

@@ -5,6 +5,7 @@ from .estimator import FunctionalRegressor, load  # noqa: E402
 from .model_selection import FunctionalRegressorCV, OutputKernelRegressorCV  # noqa: E402
 from .quantile import QuantileFunctionRegressor  # noqa: E402
 from .structured import OutputKernelRegressor  # noqa: E402
+from .welsch import Welsch  # noqa: E402  (registers the "welsch" loss spec)
 
 __all__ = [
     "FunctionalRegressor",
@@ -12,6 +13,7 @@ __all__ = [
     "OutputKernelRegressor",
     "OutputKernelRegressorCV",
     "QuantileFunctionRegressor",
+    "Welsch",
     "load",
     "__version__",
 ]

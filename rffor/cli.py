@@ -176,12 +176,15 @@ def _loss_from_args(args):
     for option in ("levels", "noncrossing"):
         if getattr(args, option, None) is not None:
             raise UsageError(f"--{option} is for quantile functions (--loss pinball), not --loss {args.loss}")
-    if name == "huber":
+    if name in ("huber", "welsch"):
         if args.kappa is None or args.kappa == 0:
-            raise UsageError(f"--loss {args.loss} needs --kappa > 0 (the Huber threshold, in the units of the outputs)")
+            raise UsageError(
+                f"--loss {args.loss} needs --kappa > 0 (the Huber threshold or the Welsch scale, in the units of the "
+                "outputs)"
+            )
         spec["kappa"] = args.kappa
     elif args.kappa is not None:
-        raise UsageError(f"--kappa is for the Huber losses (huber1, huber2) and pinball, not --loss {args.loss}")
+        raise UsageError(f"--kappa is for huber1, huber2, welsch and pinball, not --loss {args.loss}")
     if name == "epsilon_insensitive":
         if args.epsilon is None:
             raise UsageError(f"--loss {args.loss} needs --epsilon (the insensitive width, in the units of the outputs)")
@@ -200,6 +203,8 @@ def describe_loss(loss) -> str:
     if spec["name"] == "pinball":
         extra = [f"{k}={spec[k]:g}" for k in ("epsilon", "kappa") if spec[k]]
         return "pinball" + (f" ({', '.join(extra)})" if extra else "")
+    if spec["name"] == "welsch":
+        return f"welsch (κ={spec['kappa']:g})"
     return f"eps{spec['p']} (ε={spec['epsilon']:g})"
 
 
@@ -407,8 +412,11 @@ def _resolve_cli_solver(args, n: int, loss) -> str:
             )
     given = [opt for opt, value in rff_only.items() if value]
     solver = args.solver
+    has_dual = loss.has_dual
     if solver == "auto":
-        solver = "rff" if n > AUTO_EXACT_MAX_N or given else "admm"
+        solver = "rff" if n > AUTO_EXACT_MAX_N or given or not has_dual else "admm"
+    if solver != "rff" and not has_dual:
+        raise UsageError(f"--loss {args.loss} is not convex (no dual): it needs --solver rff, not {args.solver}")
     if solver != "rff" and given:
         raise UsageError(f"{', '.join(given)} only apply to --solver rff (got --solver {args.solver})")
     if args.resume and not args.checkpoint:

@@ -280,8 +280,15 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         return value
 
     def _resolve_solver(self, n: int, is_dataset: bool) -> str:
+        """The solver ``solver`` means for n rows (in memory or a Dataset) and ``self.loss_``: "auto" is an exact
+        solver up to ``AUTO_EXACT_MAX_N`` rows of a convex loss, the random-feature path otherwise."""
         if self.solver == "auto":
-            return "rff" if is_dataset or n > AUTO_EXACT_MAX_N else "admm"
+            return "rff" if is_dataset or n > AUTO_EXACT_MAX_N or not self.loss_.has_dual else "admm"
+        if self.solver != "rff" and not self.loss_.has_dual:
+            raise ValueError(
+                f"solver={self.solver!r} solves the dual of a convex loss; loss={self.loss_!r} has none: use "
+                "solver='rff' (or 'auto')"
+            )
         if is_dataset and self.solver != "rff":
             raise ValueError(
                 f"solver={self.solver!r} needs the data in memory; a Zarr Dataset is fitted out of core with "
@@ -314,6 +321,7 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
                 raise ValueError(
                     "fit(dataset) takes the outputs and the grid from the dataset: pass y=None, theta=None"
                 )
+            self.loss_ = self._loss()
             self._resolve_solver(X.n, True)
             self.solver_ = "rff"
             theta = np.asarray(X.theta, dtype=np.float64)
@@ -321,7 +329,6 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
             self.n_features_in_ = X.d
             self._y_1d = False
             self.kernel_x_, self.kernel_theta_ = self._kernels(None, theta)
-            self.loss_ = self._loss()
             return self._fit_rff(X, theta)
         if y is None:
             raise ValueError(

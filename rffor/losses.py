@@ -128,6 +128,9 @@ class Loss:
     #: whether the loss depends on the location θ of each residual (the pinball losses: θ is the quantile level);
     #: then every method that reads residuals or dual coefficients needs ``theta``.
     needs_levels: bool = field(default=False, init=False, repr=False, compare=False)
+    #: whether the loss is convex, so that the exact solvers' dual (MATH.md §3) exists; a redescending loss
+    #: (:class:`rffor.welsch.Welsch`) is fitted on the random-feature path only.
+    has_dual: bool = field(default=True, init=False, repr=False, compare=False)
 
     @property
     def is_square(self) -> bool:
@@ -151,6 +154,12 @@ class Loss:
     def has_irls_weights(self) -> bool:
         """Whether :meth:`irls_weights` offers weights (iteratively reweighted least squares warm starts)."""
         return False
+
+    def param_floor(self, scale: float) -> float | None:
+        """The smallest value of :attr:`param_name` a held-out selection may try, given ``scale``, the typical
+        residual norm ‖r‖ (μ_m norm) of the training curves under a square-loss fit; None: no floor (the convex
+        losses, whose walks are bounded by :data:`rffor.solvers.selection.PARAM_RANGE` only)."""
+        return None
 
     def with_param(self, value: float) -> Loss:
         """The same loss with its hyperparameter :attr:`param_name` set to ``value``."""
@@ -641,7 +650,7 @@ class OverAllColumns(Loss):
         if not isinstance(base, Loss):
             raise TypeError(f"OverAllColumns needs a loss of rffor.losses, got {self.base!r}")
         object.__setattr__(self, "base", base)
-        for name in ("integral", "supports_eigen", "dual_quadratic", "needs_levels"):
+        for name in ("integral", "supports_eigen", "dual_quadratic", "needs_levels", "has_dual"):
             object.__setattr__(self, name, getattr(base, name))
 
     def __getattr__(self, name: str):
@@ -723,6 +732,7 @@ LOSS_ALIASES = {
     "eps2": ("epsilon_insensitive", {"p": 2}),
     "epsinf": ("epsilon_insensitive", {"p": "inf"}),
     "pinball": ("pinball", {}),
+    "welsch": ("welsch", {}),
 }
 
 

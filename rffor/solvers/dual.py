@@ -85,6 +85,8 @@ class DualProblem:
 
     def __post_init__(self) -> None:
         # c folded into the output factor once, so that the kernel product is just the two matrix products
+        if not self.loss.has_dual:
+            raise ValueError(f"{self.loss!r} is not convex: it has no dual (D_s)/(D_e); fit it with solver='rff'")
         self._out_c = self.c * (self.t if self.eigen else self.K_out)
         self.q = float(self.loss.dual_quadratic)
 

@@ -46,8 +46,9 @@ selection read a subsample of chunks), other losses by MM passes.
 
 from __future__ import annotations
 
+import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -337,6 +338,11 @@ def select_hyperparameters(
         for lam, B, s, e in zip(grid, closed, scores, errors, strict=True):
             search.add((lam, None, g0), s, B, 0, errors=e)
     lam = grid[int(np.argmin(scores))]
+    floor = None if param_name is None else loss.param_floor(math.sqrt(max(float(np.min(scores)), 0.0)))
+    if floor is not None and p0 < floor:  # a redescending loss: nothing below the residuals' scale (Loss.param_floor)
+        say(f"selection: {param_name} starts at {floor:.3g}, the held-out curves' residual norm under the square "
+            f"loss (the loss's floor), not at {p0:.3g}")  # fmt: skip
+        p0 = floor
     if robust:  # the robust fit at the start λ, from its closed form
         search.evaluate((lam, p0, g0), warm=closed[grid.index(lam)])
 
@@ -347,7 +353,10 @@ def select_hyperparameters(
     # costs a few passes (a smaller γ_Θ drops directions of the model: tens of passes to re-converge)
     axes = {"lam": ("λ", Axis(tuple(grid), step=None, low=LAM_BOUNDS[0], high=LAM_BOUNDS[1]), -1)}
     if param_name is not None:
-        axes["param"] = (param_name, param_axis(params, p0), -1)
+        axis = param_axis(params if floor is None else [v for v in params if v >= floor] or [p0], p0)
+        if floor is not None:
+            axis = replace(axis, low=max(floor, axis.low or 0.0))
+        axes["param"] = (param_name, axis, -1)
     if gammas is not None:
         axes["gamma"] = ("γ_Θ", param_axis(gammas, g0), +1)
 
