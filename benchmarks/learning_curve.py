@@ -347,7 +347,10 @@ def oracle(X, Y, est, X_test, Y_test, args, client, robust: bool) -> dict:
                 score(metric.closed_form(sums, m, lam), (lam, None))
         else:
             best_kappa, kappa_rises = np.inf, 0
-            for kappa in ORACLE_KAPPAS:
+            # a redescending loss (a κ floor, Loss.param_floor) from the top: below the residuals' scale its fits
+            # stall at their start, and two such κ would end the sweep before it reaches the useful ones
+            kappas = ORACLE_KAPPAS[::-1] if est.loss_.param_floor(1.0) is not None else ORACLE_KAPPAS
+            for kappa in kappas:
                 loss = est.loss_.with_param(kappa)  # the fit's own robust loss (Huber or Welsch)
 
                 def gradient_pass(B, loss=loss):
