@@ -280,13 +280,14 @@ class FunctionalRegressor(RegressorMixin, BaseEstimator):
         return value
 
     def _resolve_solver(self, n: int, is_dataset: bool) -> str:
-        """The solver ``solver`` means for n rows (in memory or a Dataset) and ``self.loss_``: "auto" is an exact
+        """The solver ``solver`` means for n rows (in memory or a Dataset) and the loss: "auto" is an exact
         solver up to ``AUTO_EXACT_MAX_N`` rows of a convex loss, the random-feature path otherwise."""
+        loss = self._loss()
         if self.solver == "auto":
-            return "rff" if is_dataset or n > AUTO_EXACT_MAX_N or not self.loss_.has_dual else "admm"
-        if self.solver != "rff" and not self.loss_.has_dual:
+            return "rff" if is_dataset or n > AUTO_EXACT_MAX_N or not loss.has_dual else "admm"
+        if self.solver != "rff" and not loss.has_dual:
             raise ValueError(
-                f"solver={self.solver!r} solves the dual of a convex loss; loss={self.loss_!r} has none: use "
+                f"solver={self.solver!r} solves the dual of a convex loss; loss={loss!r} has none: use "
                 "solver='rff' (or 'auto')"
             )
         if is_dataset and self.solver != "rff":

@@ -422,3 +422,36 @@ def test_learning_curve_centres_goal_compares_means_with_the_draw_spread():
     (line,) = lc.centres_goal(recs([3.0e-5, 3.1e-5, 2.9e-5], [4.0e-5, 4.1e-5, 3.9e-5]))
     assert "**NOT met**" in line
     assert lc.centres_goal(recs([3.0e-5], [])) == []
+
+
+def test_learning_curve_contamination_floor_of_the_welsch_loss_is_below_huber_s():
+    """The population bias the outliers leave (``contamination_floor``, a few inputs and 4,000 curves each, ρ = 0.1):
+    the Huber location keeps most of it for every κ, the Welsch loss's stationary point from there removes it down
+    to the estimate's own sampling error (about ρE/4000 per point)."""
+    lc = _load("learning_curve", "learning_curve_under_test")
+    sd = lc.noise_sd(0, 0.1)
+    huber = lc.contamination_floor(0, 0.1, sd, n_x=4, n_rows=4000)
+    welsch = lc.contamination_floor(0, 0.1, sd, n_x=4, n_rows=4000, loss="welsch")
+    sampling = sd**2 / 4000
+    assert huber["floor"] > 10 * sampling and huber["loss"] == "huber"
+    assert welsch["floor"] < 0.2 * huber["floor"] and welsch["floor"] < 5 * sampling, (welsch, huber, sampling)
+
+
+def test_learning_curve_welsch_goals_are_read_from_its_own_records():
+    """The Welsch section compares its own fits: 10⁶ at ≤ 0.5x 10⁵ met when it is, a step that falls by less than
+    the draws' spread marked NOT, the ratio to the Huber fits of the same n printed, a 10⁶ fit over 10 min NOT met."""
+    lc = _load("learning_curve", "learning_curve_under_test")
+    base = dict(method="rffor_welsch", data="corrupted", noise=0.1, rule="new", centres="auto", n_centres=500,
+                lam=1e-10, kappa=0.2, gamma_theta=100.0, seconds=10.0)  # fmt: skip
+    recs = [dict(base, n=10**4, draw=d, nmse=v) for d, v in enumerate((4.6e-4, 5e-4, 5.4e-4))]
+    recs += [dict(base, n=10**5, draw=d, nmse=v) for d, v in enumerate((1.0e-4, 1.2e-4, 1.1e-4))]
+    recs += [dict(base, n=10**6, draw=0, nmse=1e-5, seconds=700.0)]
+    recs += [dict(base, method="rffor", n=10**5, draw=d, nmse=2.2e-4) for d in range(3)]
+    text = "\n".join(lc.welsch_section(recs, {}))
+    assert "10⁶ at ≤ 0.5x its 10⁵ value: 0.0909x, met" in text
+    assert "100,000: 0.5x" in text  # Welsch / Huber at 10⁵
+    assert "10,000 → 100,000: 5.00e-04 → 1.10e-04 (falls by more than" in text
+    assert "100,000 → 1,000,000: 1.10e-04 → 1.00e-05 (falls by more than" in text
+    assert "11.7 min" in text and "**NOT met**)" in text  # the 10⁶ fit's time
+    recs[4]["nmse"] = 2.5e-4  # a draw that spreads 10⁵ wider than the fall from 10⁴
+    assert "**NOT** below by more than" in "\n".join(lc.welsch_section(recs, {}))
