@@ -281,8 +281,25 @@ class Square(Loss):
         return {"name": "square"}
 
 
+class KappaScaled:
+    """The part of a robust loss with a scale κ (a ``kappa`` field, in the units of the outputs): κ is the
+    hyperparameter a selection walks, κ = ∞ is the square loss, and a finite κ offers IRLS weights."""
+
+    @property
+    def is_square(self) -> bool:
+        return math.isinf(self.kappa)
+
+    @property
+    def param_name(self) -> str:
+        return "kappa"
+
+    @property
+    def has_irls_weights(self) -> bool:
+        return not math.isinf(self.kappa)
+
+
 @dataclass(frozen=True)
-class Huber(Loss):
+class Huber(KappaScaled, Loss):
     """Huber losses of paper 000: ``p=2`` is H_κ^2 (g = κ‖·‖₂, robust to global outliers), ``p=1`` is H_κ^1
     (g = κ‖·‖₁, robust to local outliers). ``kappa`` is in the units of the outputs (MATH.md §2);
     ``kappa=inf`` gives the square loss.
@@ -315,18 +332,6 @@ class Huber(Loss):
             return _safe_div(np.clip(R0, -self.kappa, self.kappa), counts)
         norms = np.sqrt(_safe_div(np.einsum("ij,ij->i", R0, R0)[:, None], counts))
         return _safe_div(R0, counts) * _project_factor(norms, self.kappa)
-
-    @property
-    def is_square(self) -> bool:
-        return math.isinf(self.kappa)
-
-    @property
-    def param_name(self) -> str:
-        return "kappa"
-
-    @property
-    def has_irls_weights(self) -> bool:
-        return not math.isinf(self.kappa)
 
     def irls_weights(self, R):
         """``w_i = <∇L(r_i), r_i> / <∇½‖r_i‖², r_i>`` (MATH.md §5 gradients): ``min(1, κ/‖r_i‖)`` for H_κ^2 (a

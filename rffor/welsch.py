@@ -33,13 +33,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._validation import check_real
-from .losses import Loss, _observed, _safe_div, register_loss
+from .losses import KappaScaled, Loss, _observed, _safe_div, register_loss
 
 __all__ = ["Welsch"]
 
 
 @dataclass(frozen=True)
-class Welsch(Loss):
+class Welsch(KappaScaled, Loss):
     """Welsch loss of the curve norm, (W) above: redescending, robust to outlier curves at any distance.
 
     Parameters
@@ -55,18 +55,6 @@ class Welsch(Loss):
     def __post_init__(self) -> None:
         object.__setattr__(self, "kappa", check_real(self.kappa, "kappa", low=0, low_open=True, allow_inf=True))
         object.__setattr__(self, "has_dual", False)
-
-    @property
-    def is_square(self) -> bool:
-        return math.isinf(self.kappa)
-
-    @property
-    def param_name(self) -> str:
-        return "kappa"
-
-    @property
-    def has_irls_weights(self) -> bool:
-        return not math.isinf(self.kappa)
 
     def param_floor(self, scale: float) -> float:
         """``scale`` itself: below the typical residual norm the weights ``exp(−‖r‖²/κ²)`` of most curves vanish
@@ -96,17 +84,8 @@ class Welsch(Loss):
 
     def irls_weights(self, R):
         """``w_i = exp(−‖r_i‖²/κ²)``: the weighted square loss ``Σ_i w_i ½‖r_i‖²`` majorises (W) up to a constant
-        and touches it at R (module docstring); None for κ = ∞ (the square loss).
-
-        Parameters
-        ----------
-        R : ndarray of shape (n, m)
-            Residuals; NaN entries are unobserved.
-
-        Returns
-        -------
-        w : ndarray of shape (n,) or None
-        """
+        and touches it at R (module docstring); None for κ = ∞ (the square loss). Shapes as
+        :meth:`rffor.losses.Loss.irls_weights`: R (n, m) with NaN unobserved, w (n,)."""
         if math.isinf(self.kappa):
             return None
         _, _, sq = self._sq_norms(R)

@@ -452,6 +452,6 @@ def test_learning_curve_welsch_goals_are_read_from_its_own_records():
     assert "100,000: 0.5x" in text  # Welsch / Huber at 10⁵
     assert "10,000 → 100,000: 5.00e-04 → 1.10e-04 (falls by more than" in text
     assert "100,000 → 1,000,000: 1.10e-04 → 1.00e-05 (falls by more than" in text
-    assert "11.7 min" in text and "**NOT met**)" in text  # the 10⁶ fit's time
+    assert "11.7 min" in text and "**NOT met**; shared machine)" in text  # the 10⁶ fit's time
     recs[4]["nmse"] = 2.5e-4  # a draw that spreads 10⁵ wider than the fall from 10⁴
     assert "**NOT** below by more than" in "\n".join(lc.welsch_section(recs, {}))
