@@ -908,20 +908,27 @@ def _time_line(big) -> list[str]:
 
 def _falls_line(rho: float, means: dict, label: str = "") -> str:
     """The goal line "falling at every step by more than the spread of the draws" from ``means`` ({n: (mean, max −
-    min or None)})."""
+    min or None)}): a step's spread is the larger max − min of its two n, an n fitted on one draw taking the spread
+    of the nearest n fitted on several."""
     ns = sorted(means)
-    spreads = [s for _, s in means.values() if s is not None]
-    ref = max(spreads) if spreads else None
+    drawn = [n for n in ns if means[n][1] is not None]
+
+    def spread_at(n):  # a one-draw n takes the spread of the nearest n (in log n) measured over draws
+        if means[n][1] is not None or not drawn:
+            return means[n][1], None
+        near = min(drawn, key=lambda v: (abs(np.log(v / n)), -v))
+        return means[near][1], near
+
     steps = []
     for a, b in zip(ns, ns[1:], strict=False):
         drop = means[a][0] - means[b][0]
-        spread = max(s for s in (means[a][1], means[b][1], ref) if s is not None) if ref is not None else None
+        (sa, na), (sb, nb) = spread_at(a), spread_at(b)
+        spread = max((s for s in (sa, sb) if s is not None), default=None)
         ok = drop > spread if spread is not None else drop > 0
-        single = [f"{v:,}" for v in (a, b) if means[v][1] is None]
+        single = [f"{v:,} (that of {near:,})" for v, near in ((a, na), (b, nb)) if near is not None]
         steps.append(f"{a:,} → {b:,}: {fmt(means[a][0])} → {fmt(means[b][0])} "
                      f"({'falls by more than' if ok else '**NOT** below by more than'} the draw spread "
-                     f"{fmt(spread)}" + (f"; one draw at n = {' and '.join(single)}: the spread is the largest "
-                                         "measured at another n" if single else "") + ")")  # fmt: skip
+                     f"{fmt(spread)}" + (f"; one draw at {' and '.join(single)}" if single else "") + ")")  # fmt: skip
     if not steps:
         steps = [f"one n only ({', '.join(f'{n:,}' for n in ns)}): not measured"]
     return (f"- ρ = {rho:g}{label}, falling at every step by more than the spread of the draws: " + "; ".join(steps)

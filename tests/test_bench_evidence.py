@@ -451,7 +451,9 @@ def test_learning_curve_welsch_goals_are_read_from_its_own_records():
     assert "10⁶ at ≤ 0.5x its 10⁵ value: 0.0909x, met" in text
     assert "100,000: 0.5x" in text  # Welsch / Huber at 10⁵
     assert "10,000 → 100,000: 5.00e-04 → 1.10e-04 (falls by more than" in text
-    assert "100,000 → 1,000,000: 1.10e-04 → 1.00e-05 (falls by more than" in text
+    # a step's own spread (10⁵'s, 2e-5), not the largest of any n (10⁴'s, 8e-5); 10⁶ (one draw) takes 10⁵'s
+    assert ("100,000 → 1,000,000: 1.10e-04 → 1.00e-05 (falls by more than the draw spread 2.00e-05; one draw at "
+            "1,000,000 (that of 100,000))") in text  # fmt: skip
     assert "11.7 min" in text and "**NOT met**; shared machine)" in text  # the 10⁶ fit's time
     recs[4]["nmse"] = 2.5e-4  # a draw that spreads 10⁵ wider than the fall from 10⁴
     assert "**NOT** below by more than" in "\n".join(lc.welsch_section(recs, {}))
