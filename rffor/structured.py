@@ -163,6 +163,7 @@ class _MaskedLoss:
 
     supports_eigen = True
     needs_levels = False
+    has_dual = True  # a p = 2 loss of the seed papers (OutputKernelRegressor._loss accepts no other)
 
     @property
     def dual_quadratic(self) -> float:

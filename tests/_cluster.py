@@ -57,6 +57,19 @@ def _wait_for_file(path: Path, timeout: float, procs) -> dict:
     raise TimeoutError(f"{path} did not appear within {timeout} s")
 
 
+def _wait_for_workers(sfile: Path, n_workers: int, timeout: float, certs: dict | None) -> None:
+    """Block until ``n_workers`` workers are connected to the scheduler of ``sfile``."""
+    from distributed import Client
+    from distributed.security import Security
+
+    security = None
+    if certs is not None:
+        security = Security(tls_ca_file=certs["ca"], tls_client_cert=certs["cert"], tls_client_key=certs["key"],
+                            require_encryption=True)  # fmt: skip
+    with Client(scheduler_file=str(sfile), security=security, timeout=timeout) as client:
+        client.wait_for_workers(n_workers, timeout=timeout)
+
+
 def tls_args(certs: dict | None) -> list[str]:
     if certs is None:
         return []
@@ -127,6 +140,9 @@ def dask_processes(
                     env=_env(),
                 )
             )
+        # every worker connected before the test starts: a fit sizes its partitions by the workers it finds, so a
+        # slow worker start (a loaded machine) would otherwise change P, and the model, between two fits
+        _wait_for_workers(sfile, n_workers, timeout, certs)
         yield (info["address"], procs[0].pid) if keep_scheduler_pid else info["address"]
     finally:
         for p in reversed(procs):
