@@ -1150,10 +1150,14 @@ def welsch_section(records, floors: dict) -> list[str]:
     sel = _group(records, method="rffor_welsch", rule="new", centres="auto")
     ratios = [r["nmse"] / r["oracle_nmse"] for r in sel if r.get("oracle_nmse")]
     if ratios:
-        no = sorted({r["n"] for r in sel if not r.get("oracle_nmse")})
+        no = []
+        for n in sorted({r["n"] for r in sel if not r.get("oracle_nmse")}):
+            fits = [r for r in sel if r["n"] == n]
+            have = sum(1 for r in fits if r.get("oracle_nmse"))
+            no.append(f"{n:,}" + (f" ({len(fits) - have} of {len(fits)} fits)" if have else ""))
         out.append(f"- Welsch, selected within 1.5x of the fixed-grid oracle (its κ grid swept from the top): "
                    f"{sum(x <= 1.5 for x in ratios)} of {len(ratios)} fits (worst {max(ratios):.3f}x)"
-                   + (f"; no oracle at n = {', '.join(f'{n:,}' for n in no)}" if no else "") + ".")  # fmt: skip
+                   + (f"; no oracle at n = {', '.join(no)}" if no else "") + ".")  # fmt: skip
     return parts + ["", "Goals of issue 25 with the Welsch loss:", "", *out]
 
 
