@@ -176,21 +176,19 @@ def _loss_from_args(args):
     for option in ("levels", "noncrossing"):
         if getattr(args, option, None) is not None:
             raise UsageError(f"--{option} is for quantile functions (--loss pinball), not --loss {args.loss}")
-    if name in ("huber", "welsch"):
-        if args.kappa is None or args.kappa == 0:
-            raise UsageError(
-                f"--loss {args.loss} needs --kappa > 0 (the Huber threshold or the Welsch scale, in the units of the "
-                "outputs)"
-            )
-        spec["kappa"] = args.kappa
-    elif args.kappa is not None:
-        raise UsageError(f"--kappa is for huber1, huber2, welsch and pinball, not --loss {args.loss}")
-    if name == "epsilon_insensitive":
-        if args.epsilon is None:
-            raise UsageError(f"--loss {args.loss} needs --epsilon (the insensitive width, in the units of the outputs)")
-        spec["epsilon"] = args.epsilon
-    elif args.epsilon is not None:
-        raise UsageError(f"--epsilon is for the ε-insensitive losses (eps2, epsinf, pinball), not --loss {args.loss}")
+    # the loss's own hyperparameter (its default instance says which), never its name
+    wants = loss_from_spec(spec).param_name
+    for option, what in (("kappa", "the Huber threshold or the Welsch scale"), ("epsilon", "the insensitive width")):
+        value = getattr(args, option)
+        if wants == option:
+            if value is None or (option == "kappa" and value == 0):
+                raise UsageError(f"--loss {args.loss} needs --{option}{' > 0' if option == 'kappa' else ''} "
+                                 f"({what}, in the units of the outputs)")  # fmt: skip
+            spec[option] = value
+        elif value is not None:
+            takers = [a for a, (n, e) in LOSS_ALIASES.items() if n == "pinball"
+                      or loss_from_spec({"name": n, **e}).param_name == option]  # fmt: skip
+            raise UsageError(f"--{option} is for {', '.join(takers)}, not --loss {args.loss}")
     return loss_from_spec(spec)
 
 

@@ -21,8 +21,8 @@ H_κ^2) is
 
 Not convex, so there is no dual, no duality gap and no certificate: the exact solvers refuse it
 (:attr:`~rffor.losses.Loss.has_dual` is False) and ``solver="auto"`` fits it with random features. A fit reaches a
-stationary point that depends on its start; the random-feature path starts from the square loss's closed form and
-the reweighted closed forms above, and its κ walk (``loss_params="auto"``) warm-starts each κ from its neighbour.
+stationary point that depends on its start: the MM route starts from the square loss's closed form (DSGD from the
+reweighted closed forms above), and the κ walk of ``loss_params="auto"`` warm-starts each κ from its neighbour.
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ def test_no_command_is_a_usage_error():
     [
         (["fit", "d.zarr", "--loss", "huber2"], "needs --kappa"),
         (["fit", "d.zarr", "--loss", "eps2"], "needs --epsilon"),
-        (["fit", "d.zarr", "--loss", "square", "--kappa", "0.1"], "--kappa is for huber1, huber2, welsch"),
+        (["fit", "d.zarr", "--loss", "square", "--kappa", "0.1"], "--kappa is for huber1, huber2, pinball, welsch"),
         (["fit", "d.zarr", "--loss", "welsch"], "needs --kappa"),
         (["fit", "d.zarr", "--loss", "welsch", "--kappa", "0.1", "--solver", "admm"], "not convex (no dual)"),
         (["fit", "d.zarr", "--loss", "huber1", "--kappa", "0.1", "--epsilon", "0.1"], "--epsilon is for"),

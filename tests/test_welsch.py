@@ -116,9 +116,9 @@ def _error(loss, X, Y, xs, F, lam=1e-7, **kw):
 
 def test_outliers_independent_of_x_do_not_bias_it_where_they_bias_huber():
     """With 1,200 curves per input the error is the loss's bias: the square loss on the clean curves alone is the
-    reference (8.2e-5, its variance). Welsch with κ at the noise level on the corrupted curves matches it within
-    1.3x, while the best of three Huber κ is more than 4x worse (measured 4.9e-4: the outliers, centred at 0, pull
-    every h(x) toward 0, the contamination floor)."""
+    reference (its error is its variance). Welsch with κ at the noise level on the corrupted curves matches it within
+    1.3x, while the best of three Huber κ is more than 4x worse (the outliers, centred at 0, pull every h(x) toward
+    0: the contamination floor)."""
     X, Y, out, xs, F = _location_problem()
     clean, _ = _error(Square(), X[~out], Y[~out], xs, F)
     welsch, est = _error(Welsch(0.3), X, Y, xs, F)
@@ -131,7 +131,7 @@ def test_outliers_independent_of_x_do_not_bias_it_where_they_bias_huber():
 
 def test_the_kappa_walk_starts_at_the_residuals_scale_not_below():
     """From a κ far below the noise (0.01, where every weight e^{−‖r‖²/κ²} vanishes and MM passes stall at their
-    start: 4.5e-3 test error at κ = 0.1, measured) the held-out selection starts at the square fit's residual norm
+    start) the held-out selection starts at the square fit's residual norm
     and never goes below it; the model it selects is as good as the clean-data reference within 2x."""
     X, Y, out, xs, F = _location_problem()
     clean, _ = _error(Square(), X[~out], Y[~out], xs, F)
