@@ -685,7 +685,8 @@ def _floor_of(floors: dict, rho: float, kappa: float, loss: str = "huber"):
 
 
 def _group(records, **match):
-    return [r for r in records if all(r.get(k) == v for k, v in match.items())]
+    """The records matching ``match``, in draw order (a rerun point, kept from a later file, stays in its place)."""
+    return sorted((r for r in records if all(r.get(k) == v for k, v in match.items())), key=lambda r: r.get("draw", 0))
 
 
 def learning_table(records, rho: float, method: str = "rffor") -> tuple[str, dict]:
@@ -698,20 +699,23 @@ def learning_table(records, rho: float, method: str = "rffor") -> tuple[str, dic
         e = [r["nmse"] for r in f]
         means[n] = (float(np.mean(e)), float(np.max(e) - np.min(e)) if len(e) > 1 else None)
         ratios = [r["nmse"] / r["oracle_nmse"] for r in f if r.get("oracle_nmse")]
+        # where only some draws have an oracle, say whose it is
+        which = (lambda r: f"draw {r['draw']}: ") if 0 < len(ratios) < len(f) else (lambda r: "")
         sel = "; ".join(
             f"λ {r['lam']:.0e}, κ {r['kappa']:.3g}, γ_Θ {r['gamma_theta']:.3g}"
             + (f", {r['refit_passes']} refit passes" if r.get("refit_passes") else "")
             for r in f[:3]
         )
-        orc = "; ".join(f"λ {r['oracle_lam']:.0e}, κ {r['oracle_kappa']:.3g}" + (" (grid edge)" if r["oracle_at_edge"]
-                        else "") + (f", {r['oracle_passes']} passes in {r['oracle_seconds'] / 60:.1f} min"
-                                    if r.get("oracle_passes") else "")
+        orc = "; ".join(which(r) + f"λ {r['oracle_lam']:.0e}, κ {r['oracle_kappa']:.3g}"
+                        + (" (grid edge)" if r["oracle_at_edge"] else "")
+                        + (f", {r['oracle_passes']} passes in {r['oracle_seconds'] / 60:.1f} min"
+                           if r.get("oracle_passes") else "")
                         for r in f if r.get("oracle_nmse"))  # fmt: skip
         rows.append([
             f"{n:,}" + (" (Zarr)" if any(r.get("zarr") for r in f) else ""), len(f), f[0]["n_centres"],
             _spread(e), sel,
             _spread([r["oracle_nmse"] for r in f if r.get("oracle_nmse")]) if ratios else "—", orc or "—",
-            " / ".join(f"{x:.3f}" for x in ratios) if ratios else "—",
+            " / ".join(which(r) + f"{r['nmse'] / r['oracle_nmse']:.3f}" for r in f if r.get("oracle_nmse")) or "—",
             _spread([r["seconds"] for r in f]), _load(f),
             _spread([r["nmse"] for r in b]) if b else "—",
             fmt(np.mean([r["nmse"] for r in b]) / np.mean(e), 3) if b else "—",

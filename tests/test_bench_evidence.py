@@ -407,6 +407,26 @@ def test_learning_curve_report_keeps_the_later_run_of_a_rerun_point():
     assert len(lines) == 1 and "old.json" in lines[0] and "by `new.json`" in lines[0] and "600 s" in lines[0]
 
 
+def test_learning_curve_table_lists_draws_in_order_and_names_a_lone_oracle_s_draw():
+    """A rerun point kept from a later file (draw 0 with its oracle, given last) takes its draw's place in the
+    "selected (per draw)" list, and when only some draws have an oracle, its (λ, κ) and ratio say whose it is."""
+    lc = _load("learning_curve", "learning_curve_under_test")
+    base = dict(method="rffor", data="corrupted", noise=0.01, rule="new", centres="auto", n=10**5, n_centres=1582,
+                kappa=0.1, gamma_theta=100.0, seconds=60.0, refit_passes=3)  # fmt: skip
+    records = [dict(base, draw=1, nmse=3.0e-5, lam=1e-11), dict(base, draw=2, nmse=3.2e-5, lam=1e-13),
+               dict(base, draw=0, nmse=3.3e-5, lam=1e-12, oracle_nmse=3.0e-5, oracle_lam=1e-11, oracle_kappa=0.0316,
+                    oracle_at_edge=False)]  # fmt: skip
+    table, means = lc.learning_table(records, 0.01)
+    row = table.splitlines()[-1]
+    assert row.index("λ 1e-12") < row.index("λ 1e-11, κ 0.1") < row.index("λ 1e-13")  # draws 0, 1, 2
+    assert "draw 0: λ 1e-11, κ 0.0316" in row and "draw 0: 1.100" in row  # 3.3e-5 / 3.0e-5
+    assert means[10**5][0] == np.mean([3.0e-5, 3.2e-5, 3.3e-5])
+    for r in records[:2]:  # every draw with an oracle: no labels
+        r.update(oracle_nmse=3.0e-5, oracle_lam=1e-11, oracle_kappa=0.0316, oracle_at_edge=False)
+    row = lc.learning_table(records, 0.01)[0].splitlines()[-1]
+    assert "draw 0:" not in row and "1.100 / 1.000 / 1.067" in row
+
+
 def test_learning_curve_centres_goal_compares_means_with_the_draw_spread():
     """ "M = 2000 no worse than M = 1000 beyond the spread of the draws": met when the means differ by less than the
     larger max − min over the draws, not met when M = 2000 is worse by more; paired ratios per draw are printed."""
