@@ -51,6 +51,9 @@ Usage::
     python benchmarks/learning_curve.py --threads 2 --noise 0.01 --ns 10000 30000 100000 --no-baselines \
         --no-readme --name r001_a                      # and so on, one part per noise level and n range
     python benchmarks/learning_curve.py --threads 2 --noise 0.01 --ns 100000 --skip-robust --no-readme --name b001
+    python benchmarks/learning_curve.py --threads 2 --noise 0.01 --ns 1000000 --draws 1 --oracle-max-n 1000000 \
+        --no-baselines --no-readme --oracle-checkpoint benchmarks/results/oracle_checkpoints --name o001_1e6
+                                                       # an oracle of hours: run again to resume it where it stopped
     python benchmarks/learning_curve.py --report-only benchmarks/results/learning_curve_{study_seed1,r001_a,...}.json
     python benchmarks/learning_curve.py --quick
 """
@@ -323,9 +326,35 @@ def rffor_square(X, Y, X_test, Y_test, args, client, base: dict, centres):
     return rec, est
 
 
-def oracle(X, Y, est, X_test, Y_test, args, client, robust: bool) -> dict:
+def oracle_checkpoint_path(args, rho: float, n: int, draw: int) -> Path | None:
+    """Where the robust oracle of one point (seed, ρ, n, draw, loss) keeps its checkpoint; None without
+    ``--oracle-checkpoint``."""
+    if args.oracle_checkpoint is None:
+        return None
+    return Path(args.oracle_checkpoint) / f"oracle_{args.loss}_seed{args.seed}_rho{rho:g}_n{n}_draw{draw}.npz"
+
+
+def _oracle_fingerprint(data, est, lams, kappas) -> dict:
+    """What a robust oracle's checkpoint must agree with to be resumed (:func:`rffor.checkpoint.fingerprint`): the
+    data's shape and grid, the loss, both kernels, M and the grids. The centres are compared by their sum (to 1e-9,
+    in :func:`oracle`): data generated again on another CPU may differ from the first in the last bits."""
+    from rffor.checkpoint import fingerprint
+
+    phi = est.input_features_
+    model = dict(loss=type(est.loss_).__name__, kernel_theta=est.kernel_theta_, kernel_x=phi.kernel,
+                 centres=phi.centres.shape[0], lams=lams, kappas=kappas)  # fmt: skip
+    return fingerprint(data, model, 0, est.random_state_)
+
+
+def oracle(X, Y, est, X_test, Y_test, args, client, robust: bool, checkpoint: Path | None = None) -> dict:
     """The best test NMSE of a fixed grid with ``est``'s φ_X and k_Θ, every model fitted on all rows (module
-    docstring): for the report only."""
+    docstring): for the report only.
+
+    With ``checkpoint`` (robust oracles), every scored (λ, κ) and the model reached are saved there atomically
+    (:func:`rffor.checkpoint.save`), and a later call on the same point replays the scored ones and goes on from
+    that model: an oracle of several hours survives an interrupted run. Its passes and seconds add up over the runs;
+    a resumed path's first step costs one more pass (the gradient at the saved model)."""
+    from rffor import checkpoint as ckpt_io
     from rffor.chunked import ArrayData, as_data
     from rffor.executor import make_executor
     from rffor.outputs import CurveGrid
@@ -342,26 +371,42 @@ def oracle(X, Y, est, X_test, Y_test, args, client, robust: bool) -> dict:
     out = make_output_map(CurveGrid(theta), est.kernel_theta_, settings, est.random_state_)
     phi = est.input_features_
     test_nmse = {}
+    lams = ORACLE_LAMS if robust else ORACLE_SQUARE_LAMS
+    # a redescending loss (a κ floor, Loss.param_floor) from the top: below the residuals' scale its fits stall at
+    # their start, and two such κ would end the sweep before it reaches the useful ones
+    kappas = ORACLE_KAPPAS[::-1] if est.loss_.param_floor(1.0) is not None else ORACLE_KAPPAS
+    history, saved_B, prior = [], None, dict(passes=0, seconds=0.0)
+    if robust and checkpoint is not None:
+        fp = _oracle_fingerprint(data, est, lams, kappas)
+        centres_sum = float(np.sum(phi.centres, dtype=np.float64))
+        got = ckpt_io.load_for_resume(checkpoint, fp)
+        if got is not None:
+            if not np.isclose(got.info.get("centres_sum", np.nan), centres_sum, rtol=1e-9, atol=0.0):
+                raise ValueError(
+                    f"the oracle checkpoint {str(checkpoint)!r} has other centres (sum "
+                    f"{got.info.get('centres_sum')!r}, now {centres_sum!r}); delete it to start over"
+                )
+            history, saved_B = list(got.history), got.state["B"]
+            prior = dict(passes=history[-1]["passes"], seconds=history[-1]["seconds"]) if history else prior
+            print(f"  oracle: resuming {checkpoint} after {len(history)} scored (λ, κ), {prior['passes']} passes",
+                  flush=True)  # fmt: skip
+    replay, replayed, cpu = list(history), len(history), machine_info(args.threads)["cpu"]
 
     def score(B, key):
         test_nmse[key] = nmse(Y_test, predict(B, phi, out.Phi_theta, X_test))
         return test_nmse[key]
 
-    passes = 0
+    passes = prior["passes"]
     executor = make_executor(data, client=client)
     with executor.open(data, None) as run:
         maps = run.share(FitMaps(phi, out.Phi_theta, uuid.uuid4().hex, args.oracle_cache, CurveGrid(theta)))
         sums = run.reduce(sums_task, maps, label="oracle sums")
-        lams = ORACLE_LAMS if robust else ORACLE_SQUARE_LAMS
         metric = SquareMetric.from_sums(sums, out.C_theta, max(lams))
         if not robust:
             for lam in lams:
                 score(metric.closed_form(sums, m, lam), (lam, None))
         else:
             best_kappa, kappa_rises = np.inf, 0
-            # a redescending loss (a κ floor, Loss.param_floor) from the top: below the residuals' scale its fits
-            # stall at their start, and two such κ would end the sweep before it reaches the useful ones
-            kappas = ORACLE_KAPPAS[::-1] if est.loss_.param_floor(1.0) is not None else ORACLE_KAPPAS
             for kappa in kappas:
                 loss = est.loss_.with_param(kappa)  # the fit's own robust loss (Huber or Welsch)
 
@@ -372,26 +417,46 @@ def oracle(X, Y, est, X_test, Y_test, args, client, robust: bool) -> dict:
                     finally:
                         run.release(handle)
 
-                B, gs, best_path, rises = metric.closed_form(sums, m, lams[0]), None, np.inf, 0
+                B, gs, best_path, rises = None, None, np.inf, 0
                 for lam in lams:
-                    B, _, p, gs = mm_minimize(metric, lam, B, gradient_pass, 1e-6, 300, gs)
-                    passes += p
-                    e = score(B, (lam, kappa))
+                    if replay:  # scored by an earlier run: its test NMSE, and its model where that run stopped
+                        done = replay.pop(0)
+                        if (done["lam"], done["kappa"]) != (lam, kappa):
+                            raise ValueError(
+                                f"the oracle checkpoint {str(checkpoint)!r} scored (λ, κ) = "
+                                f"({done['lam']}, {done['kappa']}) where this sweep is at ({lam}, {kappa})"
+                            )
+                        e = test_nmse[(lam, kappa)] = done["nmse"]
+                        B = saved_B if not replay else None
+                    else:
+                        B = metric.closed_form(sums, m, lams[0]) if B is None else B
+                        B, _, p, gs = mm_minimize(metric, lam, B, gradient_pass, 1e-6, 300, gs)
+                        passes += p
+                        e = score(B, (lam, kappa))
+                        if checkpoint is not None:
+                            history.append(dict(lam=lam, kappa=kappa, nmse=e, passes=passes,
+                                                seconds=prior["seconds"] + time.perf_counter() - tic,
+                                                cpu=cpu))  # fmt: skip
+                            ckpt_io.save(checkpoint, {"B": B}, len(history) - 1, history,
+                                         {"fingerprint": fp, "centres_sum": centres_sum})  # fmt: skip
                     best_path, rises = (e, 0) if e < best_path else (best_path, rises + 1)
                     if rises == 2:
                         break
                 best_kappa, kappa_rises = (best_path, 0) if best_path < best_kappa else (best_kappa, kappa_rises + 1)
                 if args.verbose:  # an oracle at n >= 10⁵ runs for many minutes: say where it is
                     print(f"  oracle κ = {kappa:.3g}: best test NMSE {best_path:.3e}, {passes} passes so far, "
-                          f"{(time.perf_counter() - tic) / 60:.1f} min", flush=True)  # fmt: skip
+                          f"{(prior['seconds'] + time.perf_counter() - tic) / 60:.1f} min", flush=True)  # fmt: skip
                 if kappa_rises == 2:
                     break
         run.release(maps)
     (lam, kappa), best = min(test_nmse.items(), key=lambda kv: kv[1])
     at_edge = lam in (lams[0], lams[-1]) or (robust and kappa in (ORACLE_KAPPAS[0], ORACLE_KAPPAS[-1]))
-    return dict(oracle_nmse=best, oracle_lam=lam, oracle_kappa=kappa, oracle_at_edge=bool(at_edge),
-                oracle_candidates=len(test_nmse), oracle_passes=passes,
-                oracle_seconds=time.perf_counter() - tic)  # fmt: skip
+    rec = dict(oracle_nmse=best, oracle_lam=lam, oracle_kappa=kappa, oracle_at_edge=bool(at_edge),
+               oracle_candidates=len(test_nmse), oracle_passes=passes,
+               oracle_seconds=prior["seconds"] + time.perf_counter() - tic)  # fmt: skip
+    if replayed:  # resumed: the passes and seconds add up over the runs, on these CPUs
+        rec.update(oracle_replayed=replayed, oracle_cpus=sorted({h.get("cpu", "?") for h in history}))
+    return rec
 
 
 def nystroem_ridge(X, Y, X_test, Y_test, args, base: dict, n_centres: int, data: str, check: bool = False):
@@ -480,6 +545,9 @@ def main(argv=None) -> int:
                         help="only the robust fit (and its oracle): no square loss, no Nystroem + Ridge")  # fmt: skip
     parser.add_argument("--oracle-max-n", type=int, default=300_000, help="oracles up to this n (0: none)")
     parser.add_argument("--oracle-cache", type=int, default=2**33, help="feature cache bytes of the oracle's passes")
+    parser.add_argument("--oracle-checkpoint", type=Path, default=None,
+                        help="directory of the robust oracles' checkpoints: an interrupted oracle resumes from its "
+                        "last scored (λ, κ) when the same point runs again (default: none)")  # fmt: skip
     parser.add_argument("--verbose", type=int, default=1, help="rffor's progress messages (0: none)")
     parser.add_argument("--cluster-min-n", type=int, default=100_000, help="fit on a 2-worker LocalCluster from n")
     parser.add_argument("--store-n", type=int, default=0, help="also fit n rows from a Zarr store (0: no)")
@@ -573,7 +641,8 @@ def main(argv=None) -> int:
                             if n <= args.oracle_max_n:
                                 g = rec["gamma_theta"]
                                 if g not in oracles:
-                                    oracles[g] = oracle(X, Y, est, X_test, Y_test, args, on, robust=True)
+                                    ckpt = oracle_checkpoint_path(args, rho, n, draw)
+                                    oracles[g] = oracle(X, Y, est, X_test, Y_test, args, on, True, ckpt)
                                 rec.update(oracles[g])
                             keep(rec)
                             del est
@@ -606,7 +675,8 @@ def main(argv=None) -> int:
                     spec = "auto" if args.centres[0] == "auto" else int(args.centres[0])
                     rec, est = rffor_robust(ds, None, X_test, Y_test, args, client, base, spec, "new")
                     if args.store_n <= args.oracle_max_n:
-                        rec.update(oracle(ds, None, est, X_test, Y_test, args, client, robust=True))
+                        rec.update(oracle(ds, None, est, X_test, Y_test, args, client, robust=True,
+                                          checkpoint=oracle_checkpoint_path(args, rho, args.store_n, 0)))  # fmt: skip
                     rec.update(zarr=True, write_seconds=write_s)
                     keep(rec)
                 finally:
@@ -710,6 +780,9 @@ def learning_table(records, rho: float, method: str = "rffor") -> tuple[str, dic
                         + (" (grid edge)" if r["oracle_at_edge"] else "")
                         + (f", {r['oracle_passes']} passes in {r['oracle_seconds'] / 60:.1f} min"
                            if r.get("oracle_passes") else "")
+                        + (f" (resumed from a checkpoint after {r['oracle_replayed']} scored (λ, κ); passes and "
+                           f"minutes summed over the runs, on {' and '.join(r['oracle_cpus'])})"
+                           if r.get("oracle_replayed") else "")
                         for r in f if r.get("oracle_nmse"))  # fmt: skip
         rows.append([
             f"{n:,}" + (" (Zarr)" if any(r.get("zarr") for r in f) else ""), len(f), f[0]["n_centres"],
@@ -866,15 +939,18 @@ def latest_records(records: list[dict], runs) -> tuple[list[dict], list[str]]:
     return kept, lines
 
 
-def run_line(run) -> str:
-    """One run: its command, arguments (from its own results file), date, load and wall time."""
+def run_line(run, cpu: str | None = None) -> str:
+    """One run: its command, arguments (from its own results file), date, load and wall time; its machine's CPU where
+    it is not ``cpu``, the block's (times from two machines are not comparable)."""
     a = run.get("args", {})
     what = sorted({(r["method"], r["data"]) for r in run["records"]})
     ns = sorted({r["n"] for r in run["records"]})
     keys = ("threads", "noise", "first_draw", "draws", "draw_max_n", "centres", "max_centres", "rules", "oracle_max_n",
             "cluster_min_n", "store_n", "n_test", "seed")  # fmt: skip
+    other = run["info"].get("cpu") not in (None, cpu)
     return (f"- `{run['file']}`: `python {' '.join(run.get('argv') or ['?'])}` ({run['info'].get('date', '?')}, "
-            f"{run.get('wall_seconds', float('nan')) / 60:.1f} min, load average at the start "
+            + (f"**on another machine: {run['info']['cpu']}**, " if other else "")
+            + f"{run.get('wall_seconds', float('nan')) / 60:.1f} min, load average at the start "
             f"{run['info'].get('load_avg_1_5_15', ['?'])[0]}; arguments: "
             + ", ".join(f"{k} = {a[k]}" for k in keys if k in a) + "): "
             + ", ".join(f"{m} {d}" for m, d in what) + " at n = " + ", ".join(f"{n:,}" for n in ns))  # fmt: skip
@@ -1217,7 +1293,7 @@ def report(runs, fig, floor, logs=()) -> str:
         "",
         "Runs merged here (each with its own arguments, read from its results file):",
         "",
-        *[run_line(run) for run in runs],
+        *[run_line(run, first["info"].get("cpu")) for run in runs],
         *(
             [
                 f"- Rerun points: {', '.join(superseded)}; the table shows the later run (a later file on the command "

@@ -1525,7 +1525,7 @@ def report(results: dict[str, dict]) -> str:
                 "",
             ]
         else:
-            lines += _model_lines(res)
+            lines += _model_lines(res, results.get("model_runs"))
     missing = [p for p in ("model", "speedup") if p not in results]
     if missing:
         lines += [
@@ -1694,6 +1694,39 @@ def _validation_verdict(rows: list[dict]) -> str:
     )
 
 
+def _model_runs_lines(runs: list[dict]) -> list[str]:
+    """Earlier runs of ``--model`` kept beside the latest (``results/scale_out_model_run_*.json``): each run's machine,
+    arguments and code, its constants at the validation's D_x and its validation, so the block shows how far one
+    machine's runs spread and what another machine gave."""
+    if not runs:
+        return []
+    items = []
+    for r in runs:
+        D_x = min(r["constants"], key=int)
+        rates = ", ".join(f"{route} {r['constants'][D_x][route]['rate']:,.0f}" for route in MODEL_ROUTES)
+        parts = []
+        for route in MODEL_ROUTES:
+            sel = [v for v in r["validation"] if v["route"] == route]
+            worst = max(sel, key=lambda v: abs(v["error"]))
+            ok = sum(abs(v["error"]) <= MODEL_TOLERANCE for v in sel)
+            parts.append(f"{route} {ok} of {len(sel)} (worst {100 * worst['error']:+.0f}%)")
+        met = all(abs(v["error"]) <= MODEL_TOLERANCE for v in r["validation"])
+        extra = " ".join(r["argv"][2:]) if len(r.get("argv", [])) > 2 else ""
+        items.append(
+            f"{r['machine']['date']} on {r['machine']['cpu']}"
+            + (f" (`{extra}`)" if extra else "")
+            + (f", {r['note']}" if r.get("note") else "")
+            + f": rows/s per core at D_x = {D_x} {rates}; within {100 * MODEL_TOLERANCE:.0f}%: "
+            + "; ".join(parts)
+            + f", **{'met' if met else 'not met'}**"
+        )
+    return [
+        "Other runs of the command (`benchmarks/results/scale_out_model_run_*.json`; each with its own constants, "
+        "measured in that run): " + "; ".join(items) + ".",
+        "",
+    ]
+
+
 def _pool_lines(res: dict) -> list[str]:
     """The README block's rows of ``--pool``: a worker's 2 threads against 1 on each route's task."""
     lines = ["**A worker's threads** (`partitions_per=\"worker\"`): each route's task on a pool of 1 and of 2 threads "
@@ -1736,7 +1769,7 @@ def _pool_lines(res: dict) -> list[str]:
     ]
 
 
-def _model_lines(res: dict) -> list[str]:
+def _model_lines(res: dict, runs: list[dict] | None = None) -> list[str]:
     cl = res["cluster"]
     proj = res["projection"]
     return [
@@ -1809,6 +1842,7 @@ def _model_lines(res: dict) -> list[str]:
         "",
         _validation_verdict(res["validation"]),
         "",
+        *_model_runs_lines(runs or []),
         "The model's compute: the rows over the cores at work at once, each core's tasks in turn with their fixed "
         'seconds; a task\'s threads (closed form and MM with `partitions_per="worker"`) at the measured 2-thread '
         "speed; a DSGD round's task is one chain: one thread whatever the layout. On this machine two or more tasks at "
@@ -1958,7 +1992,9 @@ def main(argv=None) -> None:
             print(f"results: {save_json('scale_out_' + part + suffix, results)}", flush=True)
     saved: dict = {
         # earlier runs of --speedup kept beside the latest (results/scale_out_speedup_run_*.json): its spread
-        "speedup_runs": [json.loads(p.read_text()) for p in sorted(RESULTS.glob("scale_out_speedup_run_*.json"))]
+        "speedup_runs": [json.loads(p.read_text()) for p in sorted(RESULTS.glob("scale_out_speedup_run_*.json"))],
+        # and of --model (results/scale_out_model_run_*.json): its spread, other machines, other code
+        "model_runs": [json.loads(p.read_text()) for p in sorted(RESULTS.glob("scale_out_model_run_*.json"))],
     }
     for part in PARTS:
         path = BENCH_DIR / "results" / f"scale_out_{part}{suffix}.json"

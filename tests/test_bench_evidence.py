@@ -407,6 +407,67 @@ def test_learning_curve_report_keeps_the_later_run_of_a_rerun_point():
     assert len(lines) == 1 and "old.json" in lines[0] and "by `new.json`" in lines[0] and "600 s" in lines[0]
 
 
+def test_learning_curve_run_line_names_another_machine():
+    """A merged run measured on another CPU than the block's says so (its times are not comparable); a run on the
+    block's machine does not."""
+    lc = _load("learning_curve", "learning_curve_under_test")
+    rec = dict(method="rffor", data="corrupted", n=10**6)
+    run = {
+        "file": "a.json",
+        "argv": ["benchmarks/learning_curve.py"],
+        "args": {"threads": 2},
+        "records": [rec],
+        "info": {"cpu": "Intel(R) Xeon(R) Processor", "date": "d", "load_avg_1_5_15": [0.1]},
+        "wall_seconds": 60.0,
+    }
+    assert "another machine: Intel(R) Xeon(R) Processor" in lc.run_line(run, "AMD EPYC")
+    assert "another machine" not in lc.run_line(run, "Intel(R) Xeon(R) Processor")
+
+
+def test_learning_curve_oracle_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    """An oracle interrupted after 5 scored (λ, κ) resumes from its checkpoint to the same best model as one run
+    through (the sweep's path, scores and choice unchanged; one more pass: the gradient at the saved model), and a
+    checkpoint of another fit (another k_Θ) is refused with the difference named."""
+    from rffor import FunctionalRegressor
+    from rffor.kernels import Gaussian
+    from rffor.losses import Huber
+    from rffor.solvers import mm
+
+    lc = _load("learning_curve", "learning_curve_under_test")
+    X, Y = lc.training(0, 0, 1500, 0.01)
+    X_test, Y_test = lc.test_set(0, 200)
+    args = argparse.Namespace(oracle_cache=2**26, verbose=0, threads=1)
+
+    def fitted(gamma_theta=100.0):
+        est = FunctionalRegressor(Huber(0.1, 2), kernel_x=Gaussian(lc.GAMMA_X), kernel_theta=Gaussian(gamma_theta),
+                                  lam=1e-8, solver="rff", input_features="nystrom", n_features_x=40, random_state=0,
+                                  n_partitions=1, verbose=0)  # fmt: skip
+        return est.fit(X, Y)
+
+    est = fitted()
+    whole = lc.oracle(X, Y, est, X_test, Y_test, args, None, True)
+    ckpt, real, calls = tmp_path / "oracle.npz", mm.mm_minimize, []
+
+    def interrupted(*a, **k):
+        calls.append(1)
+        if len(calls) > 5:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(mm, "mm_minimize", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        lc.oracle(X, Y, est, X_test, Y_test, args, None, True, ckpt)
+    monkeypatch.setattr(mm, "mm_minimize", real)
+    resumed = lc.oracle(X, Y, est, X_test, Y_test, args, None, True, ckpt)
+    assert resumed["oracle_replayed"] == 5 and whole["oracle_candidates"] > 5
+    for key in ("oracle_lam", "oracle_kappa", "oracle_candidates"):
+        assert resumed[key] == whole[key]
+    assert resumed["oracle_nmse"] == pytest.approx(whole["oracle_nmse"], rel=1e-10)
+    assert resumed["oracle_passes"] - whole["oracle_passes"] in (0, 1)
+    with pytest.raises(ValueError, match="kernel_theta"):
+        lc.oracle(X, Y, fitted(30.0), X_test, Y_test, args, None, True, ckpt)
+
+
 def test_learning_curve_table_lists_draws_in_order_and_names_a_lone_oracle_s_draw():
     """A rerun point kept from a later file (draw 0 with its oracle, given last) takes its draw's place in the
     "selected (per draw)" list, and when only some draws have an oracle, its (λ, κ) and ratio say whose it is."""
