@@ -1694,7 +1694,7 @@ def _validation_verdict(rows: list[dict]) -> str:
     )
 
 
-def _model_runs_lines(runs: list[dict]) -> list[str]:
+def _model_runs_lines(runs: list[dict], latest: dict | None = None) -> list[str]:
     """Earlier runs of ``--model`` kept beside the latest (``results/scale_out_model_run_*.json``): each run's machine,
     arguments and code, its constants at the validation's D_x and its validation, so the block shows how far one
     machine's runs spread and what another machine gave."""
@@ -1711,7 +1711,7 @@ def _model_runs_lines(runs: list[dict]) -> list[str]:
             ok = sum(abs(v["error"]) <= MODEL_TOLERANCE for v in sel)
             parts.append(f"{route} {ok} of {len(sel)} (worst {100 * worst['error']:+.0f}%)")
         met = all(abs(v["error"]) <= MODEL_TOLERANCE for v in r["validation"])
-        extra = " ".join(r["argv"][2:]) if len(r.get("argv", [])) > 2 else ""
+        extra = " ".join(a for a in r.get("argv", [])[2:] if a != "--no-readme")
         items.append(
             f"{r['machine']['date']} on {r['machine']['cpu']}"
             + (f" (`{extra}`)" if extra else "")
@@ -1720,9 +1720,21 @@ def _model_runs_lines(runs: list[dict]) -> list[str]:
             + "; ".join(parts)
             + f", **{'met' if met else 'not met'}**"
         )
+    spread = ""
+    if latest is not None:  # the constants' spread over this machine's runs (the latest included)
+        D_x = min(latest["constants"], key=int)
+        same = [r for r in [*runs, latest] if r["machine"]["cpu"] == latest["machine"]["cpu"] and D_x in r["constants"]]
+        if len(same) > 1:
+            ratio = {route: [r["constants"][D_x][route]["rate"] for r in same] for route in MODEL_ROUTES}
+            worst = max(ratio, key=lambda k: max(ratio[k]) / min(ratio[k]))
+            spread = (
+                f" On {latest['machine']['cpu']}, the rows/s per core at D_x = {D_x} of its {len(same)} runs (this "
+                f"block's included) spread by up to {max(ratio[worst]) / min(ratio[worst]):.2f}x ({worst}: "
+                f"{min(ratio[worst]):,.0f} … {max(ratio[worst]):,.0f}): a constant of one run is not this machine's."
+            )
     return [
         "Other runs of the command (`benchmarks/results/scale_out_model_run_*.json`; each with its own constants, "
-        "measured in that run): " + "; ".join(items) + ".",
+        "measured in that run): " + "; ".join(items) + "." + spread,
         "",
     ]
 
@@ -1842,7 +1854,7 @@ def _model_lines(res: dict, runs: list[dict] | None = None) -> list[str]:
         "",
         _validation_verdict(res["validation"]),
         "",
-        *_model_runs_lines(runs or []),
+        *_model_runs_lines(runs or [], res),
         "The model's compute: the rows over the cores at work at once, each core's tasks in turn with their fixed "
         'seconds; a task\'s threads (closed form and MM with `partitions_per="worker"`) at the measured 2-thread '
         "speed; a DSGD round's task is one chain: one thread whatever the layout. On this machine two or more tasks at "

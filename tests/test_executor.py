@@ -752,3 +752,22 @@ def test_auto_timeout_is_per_kind_of_pass():
 
 def test_operator_add_is_the_default_merge():
     assert tree_fold([1, 2, 3], 2) == tree_fold([1, 2, 3], 2, operator.add) == (6, 2)
+
+
+def test_scale_out_report_lists_earlier_model_runs_and_their_spread():
+    """The cost model's block names every earlier run (machine, arguments, met or not) and the spread of the
+    constants over the runs on the latest run's CPU: a run that missed the goal is not hidden by a later one."""
+    so = _scale_out()
+
+    def run(cpu, date, rate, error, argv=()):
+        consts = {route: {"rate": rate} for route in so.MODEL_ROUTES}
+        validation = [dict(route=r, error=error, layout="thread", workers=1, threads=1) for r in so.MODEL_ROUTES]
+        return {"machine": {"cpu": cpu, "date": date}, "argv": ["scale_out.py", "--model", *argv],
+                "constants": {"300": consts}, "validation": validation}  # fmt: skip
+
+    runs = [run("AMD", "d1", 300_000.0, 0.1), run("Intel", "d2", 200_000.0, -0.4, ("--model-rows", "65536"))]
+    (line, _) = so._model_runs_lines(runs, run("Intel", "d3", 320_000.0, -0.3))
+    assert "d1 on AMD" in line and "**met**" in line
+    assert "d2 on Intel (`--model-rows 65536`)" in line and "worst -40%" in line and "**not met**" in line
+    assert "of its 2 runs" in line and "1.60x" in line  # 320,000 / 200,000 on Intel; AMD's run not counted
+    assert so._model_runs_lines([]) == []
