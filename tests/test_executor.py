@@ -274,11 +274,15 @@ class _CountingRPC:
 
 
 @pytest.mark.timeout(240)
-def test_a_pass_costs_the_driver_two_scheduler_round_trips(store, W):
+def test_a_pass_costs_the_driver_two_scheduler_round_trips(store, W, monkeypatch):
     """Counted, not timed: a reduce that ships a new small object (as every MM pass ships B) waits for the scheduler
     twice (the object out, the root back); the bits are the serial executor's. Before, the workers' thread counts
-    (twice) and the object's holder made it five. The client's message batches are shortened for the session only."""
+    (twice) and the object's holder made it five. The client's message batches are shortened for the session only.
+    The thread counts' reuse interval is set out of reach: on a loaded machine a pass can outlast its 2 s, and the
+    count must not depend on the machine's speed."""
     from distributed import Client, LocalCluster
+
+    monkeypatch.setattr("rffor.executor.dask.PLACEMENT_SECONDS", 3600.0)
 
     ref, _ = run(SerialExecutor(), store, 8, rd.tsqr_leaf, W, combine=merge_triangular)
     with LocalCluster(n_workers=2, **PROCESSES) as cluster, Client(cluster, set_as_default=False) as c:
