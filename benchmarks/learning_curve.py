@@ -439,6 +439,10 @@ def oracle(X, Y, est, X_test, Y_test, args, client, robust: bool, checkpoint: Pa
                                                 cpu=cpu))  # fmt: skip
                             ckpt_io.save(checkpoint, {"B": B}, len(history) - 1, history,
                                          {"fingerprint": fp, "centres_sum": centres_sum})  # fmt: skip
+                            # a checkpointed oracle runs for hours: each saved point says where the sweep is
+                            print(f"  oracle (λ {lam:g}, κ {kappa:g}): test NMSE {e:.4e} after {p} passes; "
+                                  f"{passes} passes, {history[-1]['seconds'] / 60:.1f} min in all; "
+                                  f"{len(history)} points saved", flush=True)  # fmt: skip
                     best_path, rises = (e, 0) if e < best_path else (best_path, rises + 1)
                     if rises == 2:
                         break

@@ -424,7 +424,7 @@ def test_learning_curve_run_line_names_another_machine():
     assert "another machine" not in lc.run_line(run, "Intel(R) Xeon(R) Processor")
 
 
-def test_learning_curve_oracle_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+def test_learning_curve_oracle_resumes_from_its_checkpoint(tmp_path, monkeypatch, capsys):
     """An oracle interrupted after 5 scored (λ, κ) resumes from its checkpoint to the same best model as one run
     through (the sweep's path, scores and choice unchanged; one more pass: the gradient at the saved model), and a
     checkpoint of another fit (another k_Θ) is refused with the difference named."""
@@ -458,7 +458,11 @@ def test_learning_curve_oracle_resumes_from_its_checkpoint(tmp_path, monkeypatch
     with pytest.raises(KeyboardInterrupt):
         lc.oracle(X, Y, est, X_test, Y_test, args, None, True, ckpt)
     monkeypatch.setattr(mm, "mm_minimize", real)
+    capsys.readouterr()
     resumed = lc.oracle(X, Y, est, X_test, Y_test, args, None, True, ckpt)
+    # each point scored after the resume is reported as saved, counting on from the 5 replayed
+    saved = [line for line in capsys.readouterr().out.splitlines() if "points saved" in line]
+    assert len(saved) == resumed["oracle_candidates"] - 5 and saved[0].endswith("6 points saved")
     assert resumed["oracle_replayed"] == 5 and whole["oracle_candidates"] > 5
     for key in ("oracle_lam", "oracle_kappa", "oracle_candidates"):
         assert resumed[key] == whole[key]
