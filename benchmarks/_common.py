@@ -620,10 +620,11 @@ _EVIDENCE_INTRO = (
 )
 
 
-def figure_path(name: str, quick: bool) -> Path:
-    """Where a script writes its figure: ``benchmarks/figures/NAME.png``, or a temporary file for a --quick run
-    (a smoke test never replaces the published figure)."""
-    if quick:
+def figure_path(name: str, temporary: bool) -> Path:
+    """Where a script writes its figure: ``benchmarks/figures/NAME.png``, or a temporary file for a --quick run or one
+    with --no-readme (``temporary``): a smoke test or a run that leaves the README's block alone never replaces the
+    block's figure."""
+    if temporary:
         import tempfile
 
         return Path(tempfile.gettempdir()) / f"rffor_{name}_quick.png"

@@ -334,6 +334,15 @@ def oracle_checkpoint_path(args, rho: float, n: int, draw: int) -> Path | None:
     return Path(args.oracle_checkpoint) / f"oracle_{args.loss}_seed{args.seed}_rho{rho:g}_n{n}_draw{draw}.npz"
 
 
+def oracle_grid(args) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The robust oracle's λ grid (decades from 1e-5 down to ``--oracle-lam-min``) and κ grid (``--oracle-kappas``,
+    by default :data:`ORACLE_KAPPAS`), in increasing κ."""
+    low = getattr(args, "oracle_lam_min", ORACLE_LAMS[-1])
+    lams = tuple(10.0**-k for k in range(5, round(-np.log10(low)) + 1))
+    kappas = getattr(args, "oracle_kappas", None) or ORACLE_KAPPAS
+    return lams, tuple(sorted(float(k) for k in kappas))
+
+
 def _oracle_fingerprint(data, est, lams, kappas) -> dict:
     """What a robust oracle's checkpoint must agree with to be resumed (:func:`rffor.checkpoint.fingerprint`): the
     data's shape and grid, the loss, both kernels, M and the grids. The centres are compared by their sum (to 1e-9,
@@ -371,10 +380,10 @@ def oracle(X, Y, est, X_test, Y_test, args, client, robust: bool, checkpoint: Pa
     out = make_output_map(CurveGrid(theta), est.kernel_theta_, settings, est.random_state_)
     phi = est.input_features_
     test_nmse = {}
-    lams = ORACLE_LAMS if robust else ORACLE_SQUARE_LAMS
+    lams, kappas = oracle_grid(args) if robust else (ORACLE_SQUARE_LAMS, ())
     # a redescending loss (a κ floor, Loss.param_floor) from the top: below the residuals' scale its fits stall at
     # their start, and two such κ would end the sweep before it reaches the useful ones
-    kappas = ORACLE_KAPPAS[::-1] if est.loss_.param_floor(1.0) is not None else ORACLE_KAPPAS
+    kappas = kappas[::-1] if est.loss_.param_floor(1.0) is not None else kappas
     history, saved_B, prior = [], None, dict(passes=0, seconds=0.0)
     if robust and checkpoint is not None:
         fp = _oracle_fingerprint(data, est, lams, kappas)
@@ -454,7 +463,7 @@ def oracle(X, Y, est, X_test, Y_test, args, client, robust: bool, checkpoint: Pa
                     break
         run.release(maps)
     (lam, kappa), best = min(test_nmse.items(), key=lambda kv: kv[1])
-    at_edge = lam in (lams[0], lams[-1]) or (robust and kappa in (ORACLE_KAPPAS[0], ORACLE_KAPPAS[-1]))
+    at_edge = lam in (lams[0], lams[-1]) or (robust and kappa in (min(kappas), max(kappas)))
     rec = dict(oracle_nmse=best, oracle_lam=lam, oracle_kappa=kappa, oracle_at_edge=bool(at_edge),
                oracle_candidates=len(test_nmse), oracle_passes=passes,
                oracle_seconds=prior["seconds"] + time.perf_counter() - tic)  # fmt: skip
@@ -548,6 +557,11 @@ def main(argv=None) -> int:
     parser.add_argument("--no-baselines", action="store_true",
                         help="only the robust fit (and its oracle): no square loss, no Nystroem + Ridge")  # fmt: skip
     parser.add_argument("--oracle-max-n", type=int, default=300_000, help="oracles up to this n (0: none)")
+    parser.add_argument("--oracle-lam-min", type=float, default=ORACLE_LAMS[-1],
+                        help="the robust oracle's λ grid runs by decades from 1e-5 down to this power of 10 (a probe "
+                        "past the grid's edge; the block's oracles use the default)")  # fmt: skip
+    parser.add_argument("--oracle-kappas", type=float, nargs="+", default=None,
+                        help="the robust oracle's κ grid (default: 10^(k/2), k = -5 … 0)")  # fmt: skip
     parser.add_argument("--oracle-cache", type=int, default=2**33, help="feature cache bytes of the oracle's passes")
     parser.add_argument("--oracle-checkpoint", type=Path, default=None,
                         help="directory of the robust oracles' checkpoints: an interrupted oracle resumes from its "
@@ -575,9 +589,14 @@ def main(argv=None) -> int:
                         help="rebuild the README block and figure from these results JSON files (their records "
                         "merged; no fitting)")  # fmt: skip
     args = parser.parse_args(argv)
+    decades = -np.log10(args.oracle_lam_min) if args.oracle_lam_min > 0 else np.nan
+    if not (decades >= 5 and np.isclose(decades, round(decades), rtol=0, atol=1e-9)):
+        parser.error(f"--oracle-lam-min: expected a power of 10 at most 1e-05, got {args.oracle_lam_min!r}")
+    if args.oracle_kappas is not None and min(args.oracle_kappas) <= 0:
+        parser.error(f"--oracle-kappas: expected positive values, got {args.oracle_kappas!r}")
     if args.report_only is not None:
         runs = [dict(json.loads(p.read_text()), file=p.name) for p in args.report_only]
-        fig = figure_path("learning_curve", False)
+        fig = figure_path("learning_curve", args.no_readme)
         text = report(runs, fig, floor_runs(args.floor_results), study_logs(args.study_logs))
         if not args.no_readme:
             write_section("learning_curve", text, args.readme)
@@ -687,7 +706,7 @@ def main(argv=None) -> int:
                     shutil.rmtree(store_dir, ignore_errors=True)
     save_json(name, payload())
     runs = [dict(payload(), file=f"{name}.json")]
-    fig = figure_path("learning_curve", args.quick)
+    fig = figure_path("learning_curve", args.quick or args.no_readme)
     text = report(runs, fig, floor_runs(args.floor_results), study_logs(args.study_logs))
     if not args.no_readme and not args.quick:
         write_section("learning_curve", text, args.readme)
@@ -950,7 +969,7 @@ def run_line(run, cpu: str | None = None) -> str:
     what = sorted({(r["method"], r["data"]) for r in run["records"]})
     ns = sorted({r["n"] for r in run["records"]})
     keys = ("threads", "noise", "first_draw", "draws", "draw_max_n", "centres", "max_centres", "rules", "oracle_max_n",
-            "cluster_min_n", "store_n", "n_test", "seed")  # fmt: skip
+            "oracle_lam_min", "oracle_kappas", "cluster_min_n", "store_n", "n_test", "seed")  # fmt: skip
     other = run["info"].get("cpu") not in (None, cpu)
     return (f"- `{run['file']}`: `python {' '.join(run.get('argv') or ['?'])}` ({run['info'].get('date', '?')}, "
             + (f"**on another machine: {run['info']['cpu']}**, " if other else "")
@@ -1248,6 +1267,19 @@ def welsch_section(records, floors: dict) -> list[str]:
     return parts + ["", "Goals of issue 25 with the Welsch loss:", "", *out]
 
 
+def _oracle_grid_text(runs) -> str:
+    """The robust oracles' grid, λ × κ, from the runs' own arguments (:func:`oracle_grid`): the default one, and each
+    run that searched another."""
+
+    def text(lams, kappas):
+        return f"λ ({lams[0]:.0e} … {lams[-1]:.0e}) × κ ({kappas[0]:.3g} … {kappas[-1]:.3g})"
+
+    default = text(ORACLE_LAMS, ORACLE_KAPPAS)
+    other = [f"`{run['file']}`: {grid}" for run in runs
+             if (grid := text(*oracle_grid(argparse.Namespace(**run.get("args", {}))))) != default]  # fmt: skip
+    return default + (f" (other grids: {'; '.join(other)})" if other else "")
+
+
 def report(runs, fig, floor, logs=()) -> str:
     """The README block from the runs' results: the reported learning curve (the runs of the smallest seed that ran
     the library's rule with M "auto"), the design studies (the runs of any other seed, and ``logs``: records read
@@ -1286,9 +1318,9 @@ def report(runs, fig, floor, logs=()) -> str:
         "n_features_x='auto', lam='auto', loss_params='auto', kernel_theta_params='auto')`, γ_X = 0.01, k_Θ from "
         f"Gaussian(100); M = ⌈{AUTO_FEATURES_PER_SQRT_N:g}√n⌉ within [{AUTO_MIN_FEATURES}, max_features_x = 2000] "
         "(`rffor.settings.AUTO_FEATURES_PER_SQRT_N`). The **oracle** (report only, never used to choose): the "
-        "same centres and selected k_Θ, the best test NMSE over a fixed grid of λ "
-        f"({ORACLE_LAMS[0]:.0e} … {ORACLE_LAMS[-1]:.0e}) × κ ({ORACLE_KAPPAS[0]:.3g} … {ORACLE_KAPPAS[-1]:.3g}), "
-        "every model fitted on all n rows by MM passes (square loss: closed forms of λ "
+        "same centres and selected k_Θ, the best test NMSE over a fixed grid of "
+        + _oracle_grid_text(runs)
+        + ", every model fitted on all n rows by MM passes (square loss: closed forms of λ "
         f"{ORACLE_SQUARE_LAMS[0]:.0e} … {ORACLE_SQUARE_LAMS[-1]:.0e}; Nystroem + Ridge: α {ORACLE_ALPHAS[0]:.0e} … "
         f"{ORACLE_ALPHAS[-1]:.0e}). Nystroem + Ridge: scikit-learn's `Nystroem` with rffor's M, its own draw of "
         "centres, a ridge per output, α walked from the best of 1e-8 … 1e2 by the same rule on the same held-out "

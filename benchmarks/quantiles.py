@@ -472,7 +472,7 @@ def run_toy(args) -> None:
             out["runs"].append(rec)
             print(rec, flush=True)
         plot_calibration(cal_levels, covs, ax=axes[row, 2], title=f"held-out calibration, n = {n}")
-    fig_path = figure_path("quantiles_toy", args.quick)
+    fig_path = figure_path("quantiles_toy", args.quick or args.no_readme)
     fig.savefig(fig_path, dpi=110)
     out["figure"] = str(fig_path)
     save_json(_name("toy", args), out)

@@ -522,7 +522,7 @@ def main(argv=None) -> int:
         ]
 
     tables, checks = summarize(records, solvers, args.variants, settings, args.oracle)
-    fig_path = figure_path("robustness", args.quick)
+    fig_path = figure_path("robustness", args.quick or args.no_readme)
     plot(records, args.variants, settings, solvers, fig_path)
     save_json(
         "robustness_quick" if args.quick else "robustness",

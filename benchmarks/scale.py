@@ -305,7 +305,7 @@ def main(argv=None) -> int:
             t1 = ts[int(np.argmax(ns))]
             extrap[loss] = ([n1, *big], [t1, *[v[0] for v in big.values()]])
             extrap_rows.append((loss, slope, big))
-    fig_path = figure_path("scale", args.quick)
+    fig_path = figure_path("scale", args.quick or args.no_readme)
     plot(records, extrap, fig_path)
     save_json(
         "scale_quick" if args.quick else "scale",

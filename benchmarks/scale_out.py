@@ -1991,7 +1991,7 @@ def main(argv=None) -> None:
                     results["memory"] = bench_memory(args)
                 elif part == "model":
                     results.update(bench_model(args))
-                    model_figure(results["projection"], figure_path("scale_out", args.quick))
+                    model_figure(results["projection"], figure_path("scale_out", args.quick or args.no_readme))
                 elif part == "pool":
                     results["pool"] = bench_pool(args)
                     if args.pool_dask:

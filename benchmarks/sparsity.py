@@ -209,7 +209,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     records = run(args, lams, epsilons, draws)
     wall = time.perf_counter() - t0
-    fig_path = figure_path("sparsity", args.quick)
+    fig_path = figure_path("sparsity", args.quick or args.no_readme)
     plot(records, lams, epsilons, fig_path)
     save_json(
         "sparsity_quick" if args.quick else "sparsity",

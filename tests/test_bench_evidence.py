@@ -472,6 +472,42 @@ def test_learning_curve_oracle_resumes_from_its_checkpoint(tmp_path, monkeypatch
         lc.oracle(X, Y, fitted(30.0), X_test, Y_test, args, None, True, ckpt)
 
 
+def test_learning_curve_oracle_grid_past_its_edge_extends_each_kappas_path(tmp_path, capsys):
+    """A longer λ grid (``--oracle-lam-min``) continues each κ's λ path where the shorter one ends: the points both
+    grids score are the same models (each κ's path starts at the same closed form), the longer grid's best is no
+    worse, a checkpoint of the other grid is refused with ``lams`` named, and the report names the run's own grid.
+    (Grids ending at 1e-8 and 1e-10: on these 1,500 curves the path still falls at 1e-8.)"""
+    from rffor import FunctionalRegressor
+    from rffor.kernels import Gaussian
+    from rffor.losses import Huber
+
+    lc = _load("learning_curve", "learning_curve_under_test")
+    assert lc.oracle_grid(argparse.Namespace()) == (lc.ORACLE_LAMS, lc.ORACLE_KAPPAS)
+    X, Y = lc.training(0, 0, 1500, 0.01)
+    X_test, Y_test = lc.test_set(0, 200)
+    est = FunctionalRegressor(Huber(0.1, 2), kernel_x=Gaussian(lc.GAMMA_X), kernel_theta=Gaussian(100.0), lam=1e-8,
+                              solver="rff", input_features="nystrom", n_features_x=40, random_state=0,
+                              n_partitions=1, verbose=0).fit(X, Y)  # fmt: skip
+    scored = {}
+    for low in (1e-8, 1e-10):
+        args = argparse.Namespace(oracle_cache=2**26, verbose=0, threads=1, oracle_lam_min=low, oracle_kappas=[0.1])
+        capsys.readouterr()
+        rec = lc.oracle(X, Y, est, X_test, Y_test, args, None, True, tmp_path / f"{low:g}.npz")
+        lines = [line for line in capsys.readouterr().out.splitlines() if "points saved" in line]
+        scored[low] = (rec, [line.split(" after ")[0] for line in lines])
+    (short, short_lines), (long, long_lines) = scored[1e-8], scored[1e-10]
+    assert len(short_lines) == 4 and short["oracle_lam"] == 1e-8 and short["oracle_at_edge"]
+    assert long_lines[:4] == short_lines  # the same models at the shared points, to the printed digits
+    assert len(long_lines) == 6 and long_lines[4].startswith("  oracle (λ 1e-09, κ 0.1)")
+    assert long["oracle_nmse"] < short["oracle_nmse"]  # the path still fell past the shorter grid's edge
+    args = argparse.Namespace(oracle_cache=2**26, verbose=0, threads=1, oracle_lam_min=1e-10, oracle_kappas=[0.1])
+    with pytest.raises(ValueError, match="lams"):
+        lc.oracle(X, Y, est, X_test, Y_test, args, None, True, tmp_path / "1e-08.npz")
+    runs = [dict(file="a.json", args={}), dict(file="b.json", args=dict(oracle_lam_min=1e-16, oracle_kappas=[0.1]))]
+    assert lc._oracle_grid_text(runs) == ("λ (1e-05 … 1e-14) × κ (0.00316 … 1) (other grids: `b.json`: "
+                                          "λ (1e-05 … 1e-16) × κ (0.1 … 0.1))")  # fmt: skip
+
+
 def test_learning_curve_table_lists_draws_in_order_and_names_a_lone_oracle_s_draw():
     """A rerun point kept from a later file (draw 0 with its oracle, given last) takes its draw's place in the
     "selected (per draw)" list, and when only some draws have an oracle, its (λ, κ) and ratio say whose it is."""
