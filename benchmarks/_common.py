@@ -627,7 +627,7 @@ def figure_path(name: str, temporary: bool) -> Path:
     if temporary:
         import tempfile
 
-        return Path(tempfile.gettempdir()) / f"rffor_{name}_quick.png"
+        return Path(tempfile.gettempdir()) / f"rffor_{name}_unpublished.png"
     return FIGURES / f"{name}.png"
 
 

@@ -335,10 +335,10 @@ def oracle_checkpoint_path(args, rho: float, n: int, draw: int) -> Path | None:
 
 
 def oracle_grid(args) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """The robust oracle's λ grid (decades from 1e-5 down to ``--oracle-lam-min``) and κ grid (``--oracle-kappas``,
-    by default :data:`ORACLE_KAPPAS`), in increasing κ."""
+    """The robust oracle's λ grid (decades from ``ORACLE_LAMS[0]`` down to ``--oracle-lam-min``, by default
+    :data:`ORACLE_LAMS`) and κ grid (``--oracle-kappas``, by default :data:`ORACLE_KAPPAS`), in increasing κ."""
     low = getattr(args, "oracle_lam_min", ORACLE_LAMS[-1])
-    lams = tuple(10.0**-k for k in range(5, round(-np.log10(low)) + 1))
+    lams = tuple(10.0**-k for k in range(round(-np.log10(ORACLE_LAMS[0])), round(-np.log10(low)) + 1))
     kappas = getattr(args, "oracle_kappas", None) or ORACLE_KAPPAS
     return lams, tuple(sorted(float(k) for k in kappas))
 
