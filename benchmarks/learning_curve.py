@@ -799,13 +799,16 @@ def learning_table(records, rho: float, method: str = "rffor") -> tuple[str, dic
             + (f", {r['refit_passes']} refit passes" if r.get("refit_passes") else "")
             for r in f[:3]
         )
-        orc = "; ".join(which(r) + f"λ {r['oracle_lam']:.0e}, κ {r['oracle_kappa']:.3g}"
-                        + (" (grid edge)" if r["oracle_at_edge"] else "")
+        own = lambda r: r.get("own_oracle") or dict(lam=r["oracle_lam"], kappa=r["oracle_kappa"],  # noqa: E731
+                                                    at_edge=r["oracle_at_edge"])  # fmt: skip
+        orc = "; ".join(which(r) + f"λ {own(r)['lam']:.0e}, κ {own(r)['kappa']:.3g}"
+                        + ((" (its grid's edge)" if r.get("probes") else " (grid edge)") if own(r)["at_edge"] else "")
                         + (f", {r['oracle_passes']} passes in {r['oracle_seconds'] / 60:.1f} min"
                            if r.get("oracle_passes") else "")
                         + (f" (resumed from a checkpoint after {r['oracle_replayed']} scored (λ, κ); passes and "
                            f"minutes summed over the runs, on {' and '.join(r['oracle_cpus'])})"
                            if r.get("oracle_replayed") else "")
+                        + _probe_text(r)
                         for r in f if r.get("oracle_nmse"))  # fmt: skip
         rows.append([
             f"{n:,}" + (" (Zarr)" if any(r.get("zarr") for r in f) else ""), len(f), f[0]["n_centres"],
@@ -950,7 +953,7 @@ def floor_table(runs) -> str | None:
 def latest_records(records: list[dict], runs) -> tuple[list[dict], list[str]]:
     """The records with a rerun point (same seed, method, data, noise, n, draw, rule, centres, store or memory)
     kept once, from the run given last; and a line per superseded record (which file, which file replaced it)."""
-    keys = ("seed", "method", "data", "noise", "n", "draw", "rule", "centres", "zarr")
+    keys = RECORD_KEYS
     latest = {tuple(r.get(k) for k in keys): r for r in records}
     kept = [r for r in records if latest[tuple(r.get(k) for k in keys)] is r]
     lines = [
@@ -960,6 +963,83 @@ def latest_records(records: list[dict], runs) -> tuple[list[dict], list[str]]:
         if (new := latest[tuple(r.get(k) for k in keys)]) is not r
     ]
     return kept, lines
+
+
+RECORD_KEYS = ("seed", "method", "data", "noise", "n", "draw", "rule", "centres", "zarr")
+
+
+def oracle_probes(records: list[dict], runs) -> list[dict]:
+    """The records with each *probe* folded into the point it probes (before :func:`latest_records`).
+
+    A probe is a record of a run whose robust oracle searched another grid than the default (``--oracle-lam-min``,
+    ``--oracle-kappas``: past the default grid's edge) at a point (same :data:`RECORD_KEYS`) that a default-grid run
+    also reports. It is not a rerun of that point but more of its oracle: the same data, centres and k_Θ (checked: the
+    selected model's test NMSE and k_Θ must be the probe's own, else ``ValueError``), so the points both grids score
+    are the same models and the oracle of the union of the grids is the better of the two bests. The reported record
+    keeps its own fit and oracle cost; its ``oracle_nmse`` / ``oracle_lam`` / ``oracle_kappa`` become the union's
+    best, ``oracle_at_edge`` is recomputed on the union (λ at 1e-5 or at the lowest λ any grid scored for that κ, or κ
+    at the union's ends), and ``probes`` lists each probe (file, grid, best, cost) for the table to state.
+
+    Args:
+        records: dicts with ``run`` (the index in ``runs``) and the keys of a results file's records.
+        runs: the results files' payloads, each with ``args`` and ``file``.
+    """
+    default = (ORACLE_LAMS, ORACLE_KAPPAS)
+    grids = [oracle_grid(argparse.Namespace(**run.get("args", {}))) for run in runs]
+    key = lambda r: tuple(r.get(k) for k in RECORD_KEYS)  # noqa: E731
+    reported = {key(r) for r in records if grids[r["run"]] == default}
+    probe = [r for r in records if grids[r["run"]] != default and r.get("oracle_nmse") and key(r) in reported]
+    if not probe:
+        return records
+    by_key: dict[tuple, list[dict]] = {}
+    for p in probe:
+        by_key.setdefault(key(p), []).append(p)
+    # the probes go to the point's last default-grid record: the one :func:`latest_records` keeps
+    last = {key(r): r for r in records if grids[r["run"]] == default}
+    out = []
+    for r in records:
+        if any(r is p for p in probe):
+            continue
+        got = by_key.get(key(r)) if last.get(key(r)) is r else None
+        if got and not r.get("oracle_nmse"):
+            raise ValueError(f"the oracle probe in {runs[got[0]['run']]['file']!r} probes a point whose reported "
+                             f"record in {runs[r['run']]['file']!r} has no oracle")  # fmt: skip
+        if got:
+            for p in got:
+                if p["nmse"] != r["nmse"] or p.get("gamma_theta") != r.get("gamma_theta"):
+                    raise ValueError(
+                        f"the oracle probe in {runs[p['run']]['file']!r} is not of the fit it probes in "
+                        f"{runs[r['run']]['file']!r} (test NMSE {p['nmse']!r} against {r['nmse']!r}, γ_Θ "
+                        f"{p.get('gamma_theta')!r} against {r.get('gamma_theta')!r}): other data or centres"
+                    )
+            scored = [(r, grids[r["run"]])] + [(p, grids[p["run"]]) for p in got]
+            best, (lams, _) = min(scored, key=lambda s: s[0]["oracle_nmse"])  # the first on a tie: the reported run
+            lam, kappa = best["oracle_lam"], best["oracle_kappa"]
+            # λ at an edge: the top, or the lowest λ that any grid holding this κ scored for it
+            low = min(g[0][-1] for _, g in scored if any(np.isclose(kappa, k) for k in g[1]))
+            kappas = [k for _, g in scored for k in g[1]]
+            r = dict(r, oracle_nmse=best["oracle_nmse"], oracle_lam=lam, oracle_kappa=kappa,
+                     oracle_at_edge=bool(lam in (lams[0], low) or kappa in (min(kappas), max(kappas))),
+                     own_oracle=dict(nmse=r["oracle_nmse"], lam=r["oracle_lam"], kappa=r["oracle_kappa"],
+                                     at_edge=r["oracle_at_edge"]),
+                     probes=[dict(file=runs[p["run"]]["file"], lams=grids[p["run"]][0], kappas=grids[p["run"]][1],
+                                  nmse=p["oracle_nmse"], lam=p["oracle_lam"], kappa=p["oracle_kappa"],
+                                  passes=p.get("oracle_passes"), seconds=p.get("oracle_seconds"))
+                             for p in got])  # fmt: skip
+        out.append(r)
+    return out
+
+
+def _probe_text(r: dict) -> str:
+    """What the probes of ``r`` (:func:`oracle_probes`) found, for its oracle cell."""
+    return "".join(
+        f"; past the grid's edge, `{p['file']}` (κ {', '.join(f'{k:.3g}' for k in p['kappas'])}, λ {p['lams'][0]:.0e} "
+        f"… {p['lams'][-1]:.0e}, every model on all n rows"
+        + (f", {p['passes']} passes in {p['seconds'] / 60:.1f} min" if p.get("passes") else "")
+        + f"): best {fmt(p['nmse'])} at λ {p['lam']:.0e}, κ {p['kappa']:.3g}"
+        + (", inside its λ grid" if p["lam"] not in (p["lams"][0], p["lams"][-1]) else ", at its λ grid's edge")
+        for p in r.get("probes", ())
+    )
 
 
 def run_line(run, cpu: str | None = None) -> str:
@@ -1285,7 +1365,11 @@ def report(runs, fig, floor, logs=()) -> str:
     the library's rule with M "auto"), the design studies (the runs of any other seed, and ``logs``: records read
     by :func:`study_logs`), the goals, the floor."""
     records, superseded = latest_records(
-        [dict(r, run=i, seed=run["args"].get("seed", 0)) for i, run in enumerate(runs) for r in run["records"]], runs
+        oracle_probes(
+            [dict(r, run=i, seed=run["args"].get("seed", 0)) for i, run in enumerate(runs) for r in run["records"]],
+            runs,
+        ),
+        runs,
     )
     seeds = {r["seed"] for r in records if r["method"] == "rffor" and r["centres"] == "auto" and r["rule"] == "new"}
     seed = min(seeds) if seeds else min(r["seed"] for r in records)

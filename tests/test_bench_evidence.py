@@ -407,6 +407,42 @@ def test_learning_curve_report_keeps_the_later_run_of_a_rerun_point():
     assert len(lines) == 1 and "old.json" in lines[0] and "by `new.json`" in lines[0] and "600 s" in lines[0]
 
 
+def test_learning_curve_oracle_probe_extends_the_reported_point_s_oracle():
+    """A run whose oracle searched past the default grid's edge (``--oracle-lam-min``/``--oracle-kappas``) at a point
+    another run reports does not replace that point: the reported fit and its oracle's cost stay, the oracle becomes
+    the better of the two grids' bests (the ratio follows it), its edge is judged on the union of the grids, the cell
+    names the probe; a probe of another fit (other test NMSE) is refused."""
+    lc = _load("learning_curve", "learning_curve_under_test")
+    base = dict(seed=0, method="rffor_welsch", data="corrupted", noise=0.01, rule="new", centres="auto", n=10**6,
+                draw=0, n_centres=2000, kappa=0.316, lam=2e-13, gamma_theta=100.0, nmse=1.2e-6,
+                refit_passes=3)  # fmt: skip
+    reported = dict(base, seconds=190.0, run=0, oracle_nmse=1.0e-6, oracle_lam=1e-14, oracle_kappa=0.1,
+                    oracle_at_edge=True, oracle_passes=736, oracle_seconds=12690.0)  # fmt: skip
+    probe = dict(base, seconds=397.0, run=1, oracle_nmse=0.8e-6, oracle_lam=1e-15, oracle_kappa=0.1,
+                 oracle_at_edge=True, oracle_passes=368, oracle_seconds=6564.0)  # fmt: skip
+    runs = [dict(file="main.json", args={}),
+            dict(file="probe.json", args=dict(oracle_lam_min=1e-16, oracle_kappas=[0.316227766017, 0.1]))]  # fmt: skip
+    kept, lines = lc.latest_records(lc.oracle_probes([reported, probe], runs), runs)
+    assert lines == [] and len(kept) == 1
+    (r,) = kept
+    assert r["seconds"] == 190.0 and r["oracle_passes"] == 736  # the reported fit and its oracle's own cost
+    assert r["oracle_nmse"] == 0.8e-6 and r["oracle_lam"] == 1e-15  # the union's best
+    assert not r["oracle_at_edge"]  # 1e-15 is inside the probe's λ grid, κ 0.1 inside the union's κ
+    row = lc.learning_table(kept, 0.01, "rffor_welsch")[0].splitlines()[-1]
+    assert "λ 1e-14, κ 0.1 (its grid's edge), 736 passes" in row and "1.500" in row  # 1.2e-6 / 0.8e-6
+    assert "`probe.json` (κ 0.1, 0.316, λ 1e-05 … 1e-16" in row and "best 8.00e-07 at λ 1e-15, κ 0.1, inside" in row
+    # a probe whose best is at its own λ edge leaves the union's best at an edge
+    edge = dict(probe, oracle_lam=1e-16)
+    (r,) = lc.oracle_probes([reported, edge], runs)
+    assert r["oracle_at_edge"] and "at its λ grid's edge" in lc._probe_text(r)
+    # a probe that finds nothing better leaves the reported oracle (and its edge, judged on the union)
+    worse = dict(probe, oracle_nmse=1.0e-6, oracle_lam=1e-14)
+    (r,) = lc.oracle_probes([reported, worse], runs)
+    assert r["oracle_nmse"] == 1.0e-6 and r["oracle_lam"] == 1e-14 and not r["oracle_at_edge"]
+    with pytest.raises(ValueError, match="probe.json.*main.json"):
+        lc.oracle_probes([reported, dict(probe, nmse=1.3e-6)], runs)
+
+
 def test_learning_curve_run_line_names_another_machine():
     """A merged run measured on another CPU than the block's says so (its times are not comparable); a run on the
     block's machine does not."""
