@@ -54,6 +54,10 @@ Usage::
     python benchmarks/learning_curve.py --threads 2 --noise 0.01 --ns 1000000 --draws 1 --oracle-max-n 1000000 \
         --no-baselines --no-readme --oracle-checkpoint benchmarks/results/oracle_checkpoints --name o001_1e6
                                                        # an oracle of hours: run again to resume it where it stopped
+    python benchmarks/learning_curve.py --threads 2 --loss welsch --noise 0.01 --ns 1000000 --draws 1 \
+        --oracle-max-n 1000000 --oracle-lam-min 1e-16 --oracle-kappas 0.316227766017 0.1 --no-baselines \
+        --no-readme --name welsch_o001_1e6_lam16       # a probe past the oracle grid's edge: --report-only folds
+                                                       # it into the oracle of the point it probes (oracle_probes)
     python benchmarks/learning_curve.py --report-only benchmarks/results/learning_curve_{study_seed1,r001_a,...}.json
     python benchmarks/learning_curve.py --quick
 """
