@@ -431,6 +431,7 @@ def test_learning_curve_oracle_probe_extends_the_reported_point_s_oracle():
     row = lc.learning_table(kept, 0.01, "rffor_welsch")[0].splitlines()[-1]
     assert "λ 1e-14, κ 0.1 (its grid's edge), 736 passes" in row and "1.500" in row  # 1.2e-6 / 0.8e-6
     assert "`probe.json` (κ 0.1, 0.316, λ 1e-05 … 1e-16" in row and "best 8.00e-07 at λ 1e-15, κ 0.1, inside" in row
+    assert "inside its λ grid, the oracle" in row  # the probe's best is the union's
     # a probe whose best is at its own λ edge leaves the union's best at an edge
     edge = dict(probe, oracle_lam=1e-16)
     (r,) = lc.oracle_probes([reported, edge], runs)
@@ -439,8 +440,16 @@ def test_learning_curve_oracle_probe_extends_the_reported_point_s_oracle():
     worse = dict(probe, oracle_nmse=1.0e-6, oracle_lam=1e-14)
     (r,) = lc.oracle_probes([reported, worse], runs)
     assert r["oracle_nmse"] == 1.0e-6 and r["oracle_lam"] == 1e-14 and not r["oracle_at_edge"]
+    worse = dict(worse, oracle_nmse=1.1e-6, oracle_lam=1e-15)
+    (r,) = lc.oracle_probes([reported, worse], runs)
+    assert "best 1.10e-06 at λ 1e-15, κ 0.1, inside its λ grid, above the oracle's 1.00e-06" in lc._probe_text(r)
     with pytest.raises(ValueError, match="probe.json.*main.json"):
         lc.oracle_probes([reported, dict(probe, nmse=1.3e-6)], runs)
+    with pytest.raises(ValueError, match="probe.json.*main.json"):
+        lc.oracle_probes([reported, dict(probe, nmse=1.2e-6 * (1 + 1e-5))], runs)  # 10x the tolerance: not rounding
+    # the same fit on another machine's BLAS (the 10⁴ probes of run `r001_a` agree to 2e-9): folded in
+    (r,) = lc.oracle_probes([reported, dict(probe, nmse=1.2e-6 * (1 + 2e-9))], runs)
+    assert r["oracle_nmse"] == 0.8e-6 and r["nmse"] == 1.2e-6  # the reported fit's own NMSE stays
 
 
 def test_learning_curve_run_line_names_another_machine():
