@@ -972,7 +972,7 @@ def latest_records(records: list[dict], runs) -> tuple[list[dict], list[str]]:
 RECORD_KEYS = ("seed", "method", "data", "noise", "n", "draw", "rule", "centres", "zarr")
 #: how far a probe's refit test NMSE may lie from the fit it probes (relative): another machine's BLAS reproduces the
 #: same fit to about 2e-9 (the 10⁴ probes of `o001_1e4_kappa`, Intel, of run `r001_a`, AMD), while other data, centres
-#: or hyperparameters move it by percents (the draws of one n differ by 2–30%)
+#: or hyperparameters move it by percents (the three draws at n = 10⁴, ρ = 1%, differ by up to 6%)
 PROBE_RTOL = 1e-6
 
 
