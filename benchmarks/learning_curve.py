@@ -359,6 +359,23 @@ def _oracle_fingerprint(data, est, lams, kappas) -> dict:
     return fingerprint(data, model, 0, est.random_state_)
 
 
+def _resumable(checkpoint: Path, data, est, lams, kappas):
+    """The checkpoint at ``checkpoint`` if it was saved by this point's sweep on a λ grid that ``lams`` extends
+    (``--oracle-lam-min`` lowered; the same top, data, loss, kernels, M and κ grid), else None.
+
+    Such a sweep is this one's beginning: each κ's path starts at the same closed form and steps down the same λ, so
+    its scored points are replayed and the path goes on from its last model. The replay still checks every
+    (λ, κ) in order (:func:`oracle`): a κ whose path reached the shorter grid's edge before the next κ began cannot
+    be extended (the sweep order differs there) and is refused with both points named."""
+    from rffor import checkpoint as ckpt_io
+
+    if not checkpoint.exists():
+        return None
+    saved = ckpt_io.load(checkpoint)
+    fps = (_oracle_fingerprint(data, est, lams[:k], kappas) for k in range(len(lams), 0, -1))
+    return saved if any(saved.info.get("fingerprint") == fp for fp in fps) else None
+
+
 def oracle(X, Y, est, X_test, Y_test, args, client, robust: bool, checkpoint: Path | None = None) -> dict:
     """The best test NMSE of a fixed grid with ``est``'s φ_X and k_Θ, every model fitted on all rows (module
     docstring): for the report only.
@@ -392,7 +409,7 @@ def oracle(X, Y, est, X_test, Y_test, args, client, robust: bool, checkpoint: Pa
     if robust and checkpoint is not None:
         fp = _oracle_fingerprint(data, est, lams, kappas)
         centres_sum = float(np.sum(phi.centres, dtype=np.float64))
-        got = ckpt_io.load_for_resume(checkpoint, fp)
+        got = _resumable(checkpoint, data, est, lams, kappas) or ckpt_io.load_for_resume(checkpoint, fp)
         if got is not None:
             if not np.isclose(got.info.get("centres_sum", np.nan), centres_sum, rtol=1e-9, atol=0.0):
                 raise ValueError(
@@ -569,7 +586,8 @@ def main(argv=None) -> int:
     parser.add_argument("--oracle-cache", type=int, default=2**33, help="feature cache bytes of the oracle's passes")
     parser.add_argument("--oracle-checkpoint", type=Path, default=None,
                         help="directory of the robust oracles' checkpoints: an interrupted oracle resumes from its "
-                        "last scored (λ, κ) when the same point runs again (default: none)")  # fmt: skip
+                        "last scored (λ, κ) when the same point runs again, also with a lower --oracle-lam-min "
+                        "(default: none)")  # fmt: skip
     parser.add_argument("--verbose", type=int, default=1, help="rffor's progress messages (0: none)")
     parser.add_argument("--cluster-min-n", type=int, default=100_000, help="fit on a 2-worker LocalCluster from n")
     parser.add_argument("--store-n", type=int, default=0, help="also fit n rows from a Zarr store (0: no)")
@@ -1034,7 +1052,8 @@ def oracle_probes(records: list[dict], runs) -> list[dict]:
                                      at_edge=r["oracle_at_edge"]),
                      probes=[dict(file=runs[p["run"]]["file"], lams=grids[p["run"]][0], kappas=grids[p["run"]][1],
                                   nmse=p["oracle_nmse"], lam=p["oracle_lam"], kappa=p["oracle_kappa"],
-                                  passes=p.get("oracle_passes"), seconds=p.get("oracle_seconds"))
+                                  passes=p.get("oracle_passes"), seconds=p.get("oracle_seconds"),
+                                  replayed=p.get("oracle_replayed"))
                              for p in got])  # fmt: skip
         out.append(r)
     return out
@@ -1046,6 +1065,11 @@ def _probe_text(r: dict) -> str:
         f"; past the grid's edge, `{p['file']}` (κ {', '.join(f'{k:.3g}' for k in p['kappas'])}, λ {p['lams'][0]:.0e} "
         f"… {p['lams'][-1]:.0e}, every model on all n rows"
         + (f", {p['passes']} passes in {p['seconds'] / 60:.1f} min" if p.get("passes") else "")
+        + (
+            f" summed over the runs, resumed from a checkpoint after {p['replayed']} scored (λ, κ)"
+            if p.get("replayed")
+            else ""
+        )
         + f"): best {fmt(p['nmse'])} at λ {p['lam']:.0e}, κ {p['kappa']:.3g}"
         + (", inside its λ grid" if p["lam"] not in (p["lams"][0], p["lams"][-1]) else ", at its λ grid's edge")
         + (f", above the oracle's {fmt(r['oracle_nmse'])}" if p["nmse"] > r["oracle_nmse"] else ", the oracle")

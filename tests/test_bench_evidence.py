@@ -436,6 +436,11 @@ def test_learning_curve_oracle_probe_extends_the_reported_point_s_oracle():
     edge = dict(probe, oracle_lam=1e-16)
     (r,) = lc.oracle_probes([reported, edge], runs)
     assert r["oracle_at_edge"] and "at its λ grid's edge" in lc._probe_text(r)
+    assert "resumed" not in lc._probe_text(r)
+    # a probe resumed from another probe's checkpoint: its cost is summed over both, and the cell says so
+    (r,) = lc.oracle_probes([reported, dict(edge, oracle_replayed=12, oracle_passes=371)], runs)
+    text = lc._probe_text(r)
+    assert "371 passes in 109.4 min summed over the runs, resumed from a checkpoint after 12 scored" in text
     # a probe that finds nothing better leaves the reported oracle (and its edge, judged on the union)
     worse = dict(probe, oracle_nmse=1.0e-6, oracle_lam=1e-14)
     (r,) = lc.oracle_probes([reported, worse], runs)
@@ -520,8 +525,10 @@ def test_learning_curve_oracle_resumes_from_its_checkpoint(tmp_path, monkeypatch
 def test_learning_curve_oracle_grid_past_its_edge_extends_each_kappas_path(tmp_path, capsys):
     """A longer λ grid (``--oracle-lam-min``) continues each κ's λ path where the shorter one ends: the points both
     grids score are the same models (each κ's path starts at the same closed form), the longer grid's best is no
-    worse, a checkpoint of the other grid is refused with ``lams`` named, and the report names the run's own grid.
-    (Grids ending at 1e-8 and 1e-10: on these 1,500 curves the path still falls at 1e-8.)"""
+    worse, and the report names the run's own grid. The longer grid resumes from the shorter's checkpoint (its
+    sweep is the longer one's beginning) to the same points as when run through; a checkpoint of the longer grid is
+    refused by the shorter with ``lams`` named. (Grids ending at 1e-8 and 1e-10: on these 1,500 curves the path
+    still falls at 1e-8.)"""
     from rffor import FunctionalRegressor
     from rffor.kernels import Gaussian
     from rffor.losses import Huber
@@ -546,8 +553,16 @@ def test_learning_curve_oracle_grid_past_its_edge_extends_each_kappas_path(tmp_p
     assert len(long_lines) == 6 and long_lines[4].startswith("  oracle (λ 1e-09, κ 0.1)")
     assert long["oracle_nmse"] < short["oracle_nmse"]  # the path still fell past the shorter grid's edge
     args = argparse.Namespace(oracle_cache=2**26, verbose=0, threads=1, oracle_lam_min=1e-10, oracle_kappas=[0.1])
+    capsys.readouterr()
+    resumed = lc.oracle(X, Y, est, X_test, Y_test, args, None, True, tmp_path / "1e-08.npz")
+    lines = [line for line in capsys.readouterr().out.splitlines() if "points saved" in line]
+    assert resumed["oracle_replayed"] == 4 and [line.split(" after ")[0] for line in lines] == long_lines[4:]
+    assert lines[0].endswith("5 points saved")  # counting on from the 4 replayed
+    assert resumed["oracle_nmse"] == pytest.approx(long["oracle_nmse"], rel=1e-8)
+    assert resumed["oracle_lam"] == long["oracle_lam"] and resumed["oracle_candidates"] == 6
+    args.oracle_lam_min = 1e-8
     with pytest.raises(ValueError, match="lams"):
-        lc.oracle(X, Y, est, X_test, Y_test, args, None, True, tmp_path / "1e-08.npz")
+        lc.oracle(X, Y, est, X_test, Y_test, args, None, True, tmp_path / "1e-10.npz")
     runs = [dict(file="a.json", args={}), dict(file="b.json", args=dict(oracle_lam_min=1e-16, oracle_kappas=[0.1]))]
     assert lc._oracle_grid_text(runs) == ("λ (1e-05 … 1e-14) × κ (0.00316 … 1) (other grids: `b.json`: "
                                           "λ (1e-05 … 1e-16) × κ (0.1 … 0.1))")  # fmt: skip
