@@ -603,6 +603,14 @@ def test_learning_curve_centres_goal_compares_means_with_the_draw_spread():
     (line,) = lc.centres_goal(recs([3.0e-5, 3.1e-5, 2.9e-5], [4.0e-5, 4.1e-5, 3.9e-5]))
     assert "**NOT met**" in line
     assert lc.centres_goal(recs([3.0e-5], [])) == []
+    # another method's fits are its own: the Welsch loss's goal reads only its records, and says whose it is
+    welsch = [dict(r, method="rffor_welsch") for r in recs([6.0e-6, 6.2e-6, 5.9e-6], [9.0e-6, 9.1e-6, 8.9e-6])]
+    huber = recs([3.0e-5, 3.6e-5, 2.8e-5], [3.1e-5, 3.5e-5, 2.9e-5])
+    assert lc.centres_goal(welsch) == []
+    (line,) = lc.centres_goal(huber + welsch, "rffor_welsch", "Welsch, ")
+    assert line.startswith("- Welsch, M = 2000") and "**NOT met**" in line and "1.5000x" in line
+    table = lc.centres_table(huber + welsch, "rffor_welsch")
+    assert "6.03e-06" in table and "3.13e-05" not in table  # the Welsch means, not Huber's
 
 
 def test_learning_curve_contamination_floor_of_the_welsch_loss_is_below_huber_s():

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..edge_rule import SIGNIFICANCE, Axis, significantly_better, walk
+from ..edge_rule import SIGNIFICANCE, Axis, score_statistic, significantly_better, walk
 from ..executor import chunkwise
 from .maps import share_output_side
 from .mm import SquareMetric, concat_errors, curve_errors_task, grad_task, mm_minimize
@@ -152,7 +152,7 @@ class Selection:
     best : int
         Index of the selected candidate.
     score_name : str
-        "median" or "mean" over held-out curves.
+        The statistic over held-out curves (:data:`rffor.edge_rule.STATISTICS`).
     param_name : str or None
         "kappa", "epsilon", or None when only λ was searched.
     log : list of str
@@ -257,6 +257,7 @@ def select_hyperparameters(
     gammas=None,
     significance: float = SIGNIFICANCE,
     plateau: float = 0.0,
+    statistic: str | None = None,
     max_rounds: int = 3,
     chunks=None,
     say=None,
@@ -285,6 +286,9 @@ def select_hyperparameters(
     plateau : float, default 0
         ... and by at least this fraction of the score (:func:`rffor.edge_rule.improves`; 0: any fall the curves
         show).
+    statistic : {"median", "mean", "midmean"}, optional
+        The held-out score's statistic of the per-curve errors (:data:`rffor.edge_rule.STATISTICS`); default the
+        median for a robust loss, the mean for the square loss.
     max_rounds : int, default 3
         Coordinate-search rounds (a walk of every searched hyperparameter) after the first λ walk, at most.
     chunks : sequence of int, optional
@@ -310,7 +314,8 @@ def select_hyperparameters(
         )
     metric = SquareMetric.from_sums(tr, output.C_theta, float(np.max(lams)))
     robust = not loss.is_square
-    score_name = "median" if robust else "mean"
+    score_name = statistic or ("median" if robust else "mean")
+    score_statistic(score_name)  # a bad name fails here, before any pass
     say(
         f"selection: sums of {tr.n} training and {sums.held.n} held-out curves computed by the partition tasks, "
         f"one SVD of the training rows' R factor on the driver ({time.perf_counter() - tic:.1f} s); held-out score: "
@@ -455,8 +460,8 @@ class _Search:
         return E
 
     def reduce(self, E: np.ndarray) -> np.ndarray:
-        """Held-out scores from per-curve errors (K, rows): their median or mean over the curves."""
-        return np.median(E, axis=1) if self.score_name == "median" else np.mean(E, axis=1)
+        """Held-out scores from per-curve errors (K, rows): their statistic over the curves (``score_name``)."""
+        return score_statistic(self.score_name)(E, axis=1)
 
     def better(self, new_key, old_key) -> bool:
         """Whether candidate ``new_key`` beats ``old_key`` on the held-out curves: a fall of the score by more than
