@@ -478,6 +478,32 @@ def test_the_midmean_keeps_a_mean_s_precision_where_the_median_cannot_rank_two_c
     assert right["midmean"] == 40 and right["median"] < 40
 
 
+def test_the_selection_scores_by_the_statistic_it_is_given(corrupted, monkeypatch):
+    """``select_hyperparameters(statistic="midmean")`` (the study's rule "m0" of benchmarks/learning_curve.py):
+    every candidate's held-out score is the midmean of its own per-curve errors (not their median), the walk obeys
+    the rule on them, and an unknown statistic fails before any pass, the argument named."""
+    import functools
+
+    import rffor.solvers.rff as rff_path
+    from rffor.edge_rule import score_statistic
+    from rffor.solvers.selection import select_hyperparameters
+
+    _, data = corrupted
+    monkeypatch.setattr(rff_path, "select_hyperparameters",
+                        functools.partial(select_hyperparameters, statistic="midmean"))  # fmt: skip
+    res = fit_rff(data, loss=Huber(0.3, 2), lam="auto", lams=[1e-2, 1e-3, 1e-4], loss_params="auto", **KW)
+    path = res.path
+    assert path.score_name == "midmean" and len(path.candidates) >= 4
+    for c in path.candidates:
+        assert c.score == pytest.approx(score_statistic("midmean")(c.errors), rel=1e-12)
+        assert c.score != pytest.approx(np.median(c.errors), rel=1e-6)
+    _walk_is_consistent(path, lambda c: c.errors)
+    monkeypatch.setattr(rff_path, "select_hyperparameters",
+                        functools.partial(select_hyperparameters, statistic="mode"))  # fmt: skip
+    with pytest.raises(ValueError, match="statistic must be one of"):
+        fit_rff(data, loss=Huber(0.3, 2), lam="auto", lams=[1e-2, 1e-3], **KW)
+
+
 @pytest.mark.parametrize("statistic", ["median", "mean"])
 def test_the_noise_of_the_held_out_curves_cancels_in_the_rule(statistic):
     """Held-out curve errors = their own noise (the same for both candidates, 30x the model error) + the model's

@@ -301,6 +301,8 @@ def select_hyperparameters(
     Selection
     """
     say = say or (lambda _: None)
+    if statistic is not None:
+        score_statistic(statistic)  # a bad name fails here, before any pass
     split, output, maps, loss, m = problem.split, problem.output, problem.maps, problem.loss, problem.m
     tic = time.perf_counter()
     sums = run.reduce(
@@ -315,7 +317,6 @@ def select_hyperparameters(
     metric = SquareMetric.from_sums(tr, output.C_theta, float(np.max(lams)))
     robust = not loss.is_square
     score_name = statistic or ("median" if robust else "mean")
-    score_statistic(score_name)  # a bad name fails here, before any pass
     say(
         f"selection: sums of {tr.n} training and {sums.held.n} held-out curves computed by the partition tasks, "
         f"one SVD of the training rows' R factor on the driver ({time.perf_counter() - tic:.1f} s); held-out score: "
