@@ -613,6 +613,25 @@ def test_learning_curve_centres_goal_compares_means_with_the_draw_spread():
     assert "6.03e-06" in table and "3.13e-05" not in table  # the Welsch means, not Huber's
 
 
+def test_learning_curve_rules_table_keeps_each_seed_s_draws_apart():
+    """Studies on two seeds share draw numbers: each (seed, ρ, n, draw) is its own row with its own oracle, and the
+    per-rule summary is the geometric mean (and worst) of the ratios over all of them."""
+    lc = _load("learning_curve", "learning_curve_under_test")
+    base = dict(method="rffor_welsch", data="corrupted", noise=0.1, n=3 * 10**4, draw=0, centres="auto")
+    records = [dict(base, seed=1, rule="new", nmse=1.6e-4, oracle_nmse=1.0e-4),
+               dict(base, seed=1, rule="m0", nmse=1.0e-4, oracle_nmse=1.0e-4),
+               dict(base, seed=2, rule="new", nmse=2.0e-4, oracle_nmse=2.0e-4),
+               dict(base, seed=2, rule="m0", nmse=2.5e-4, oracle_nmse=2.0e-4)]  # fmt: skip
+    table = lc.rules_table(records, "rffor_welsch")
+    rows = [line for line in table.splitlines() if line.startswith("| 1 ") or line.startswith("| 2 ")]
+    assert len(rows) == 2, table
+    assert "1.6x" in rows[0] and "1.00e-04 |" in rows[0] and "1.25x" in rows[1] and "2.00e-04 |" in rows[1]
+    summary = table.splitlines()[-1]
+    # midmean: 1.0 and 1.25 -> geometric mean sqrt(1.25) = 1.12, worst 1.25; median: 1.6 and 1.0 -> 1.26 (1.6)
+    assert "1.12 (1.25)" in summary and "1.26 (1.6)" in summary, summary
+    assert lc.rules_table(records, "rffor") is None  # another method's records are not this table's
+
+
 def test_learning_curve_contamination_floor_of_the_welsch_loss_is_below_huber_s():
     """The population bias the outliers leave (``contamination_floor``, a few inputs and 4,000 curves each, ρ = 0.1):
     the Huber location keeps most of it for every κ, the Welsch loss's stationary point from there removes it down
