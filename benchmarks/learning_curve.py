@@ -832,6 +832,8 @@ def learning_table(records, rho: float, method: str = "rffor") -> tuple[str, dic
                            f"minutes summed over the runs, on {' and '.join(r['oracle_cpus'])})"
                            if r.get("oracle_replayed") else "")
                         + _probe_text(r)
+                        + (f" (the oracle of `{r['oracle_from']}`: the same data, centres and k_Θ)"
+                           if r.get("oracle_from") else "")
                         for r in f if r.get("oracle_nmse"))  # fmt: skip
         rows.append([
             f"{n:,}" + (" (Zarr)" if any(r.get("zarr") for r in f) else ""), len(f), f[0]["n_centres"],
@@ -1025,16 +1027,17 @@ def oracle_probes(records: list[dict], runs) -> list[dict]:
     by_key: dict[tuple, list[dict]] = {}
     for p in probe:
         by_key.setdefault(key(p), []).append(p)
-    # the probes go to the point's last default-grid record: the one :func:`latest_records` keeps
-    last = {key(r): r for r in records if grids[r["run"]] == default}
+    # the probes go to the point's last default-grid record with an oracle: the one :func:`latest_records` keeps, or
+    # the one that lends its oracle to a later rerun of the point (:func:`borrowed_oracles`)
+    last = {key(r): r for r in records if grids[r["run"]] == default and r.get("oracle_nmse")}
+    for k in set(by_key) - set(last):
+        raise ValueError(f"the oracle probe in {runs[by_key[k][0]['run']]['file']!r} probes a point that no "
+                         f"default-grid record gives an oracle of its own")  # fmt: skip
     out = []
     for r in records:
         if any(r is p for p in probe):
             continue
         got = by_key.get(key(r)) if last.get(key(r)) is r else None
-        if got and not r.get("oracle_nmse"):
-            raise ValueError(f"the oracle probe in {runs[got[0]['run']]['file']!r} probes a point whose reported "
-                             f"record in {runs[r['run']]['file']!r} has no oracle")  # fmt: skip
         if got:
             for p in got:
                 same = np.isclose(p["nmse"], r["nmse"], rtol=PROBE_RTOL, atol=0.0)
@@ -1059,6 +1062,35 @@ def oracle_probes(records: list[dict], runs) -> list[dict]:
                                   passes=p.get("oracle_passes"), seconds=p.get("oracle_seconds"),
                                   replayed=p.get("oracle_replayed"))
                              for p in got])  # fmt: skip
+        out.append(r)
+    return out
+
+
+#: a record's oracle (:func:`oracle`, folded with its probes by :func:`oracle_probes`): what
+#: :func:`borrowed_oracles` lends
+ORACLE_FIELDS = ("oracle_nmse", "oracle_lam", "oracle_kappa", "oracle_at_edge", "oracle_candidates", "oracle_passes",
+                 "oracle_seconds", "oracle_replayed", "oracle_cpus", "own_oracle", "probes")  # fmt: skip
+
+
+def borrowed_oracles(records: list[dict], runs) -> list[dict]:
+    """The records with the oracle of an earlier run lent to a rerun of the same point that has none (after
+    :func:`oracle_probes`, before :func:`latest_records`).
+
+    The oracle is a function of the point's data (seed, ρ, n, draw, store or memory: :data:`RECORD_KEYS`), of the
+    centres (drawn from those rows by ``random_state`` = seed + draw), M, k_Θ and the grid; not of the held-out rule
+    that selected k_Θ. So a rerun of the point without an oracle (``--oracle-max-n 0``: after the library's selection
+    changed, a fit costs minutes and its oracle hours) whose selection kept the same M and γ_Θ takes the oracle of
+    the last default-grid record of that point, M and γ_Θ that has one; ``oracle_from`` names that record's file.
+    A rerun that selects another M or γ_Θ has no oracle (its grid would score other models)."""
+    default = (ORACLE_LAMS, ORACLE_KAPPAS)
+    grids = [oracle_grid(argparse.Namespace(**run.get("args", {}))) for run in runs]
+    key = lambda r: tuple(r.get(k) for k in RECORD_KEYS) + (r.get("n_centres"), r.get("gamma_theta"))  # noqa: E731
+    lenders = {key(r): r for r in records if r.get("oracle_nmse") and grids[r["run"]] == default}
+    out = []
+    for r in records:
+        q = None if r.get("oracle_nmse") else lenders.get(key(r))
+        if q is not None:
+            r = dict(r, **{f: q[f] for f in ORACLE_FIELDS if f in q}, oracle_from=runs[q["run"]]["file"])
         out.append(r)
     return out
 
@@ -1410,8 +1442,11 @@ def report(runs, fig, floor, logs=()) -> str:
     the library's rule with M "auto"), the design studies (the runs of any other seed, and ``logs``: records read
     by :func:`study_logs`), the goals, the floor."""
     records, superseded = latest_records(
-        oracle_probes(
-            [dict(r, run=i, seed=run["args"].get("seed", 0)) for i, run in enumerate(runs) for r in run["records"]],
+        borrowed_oracles(
+            oracle_probes(
+                [dict(r, run=i, seed=run["args"].get("seed", 0)) for i, run in enumerate(runs) for r in run["records"]],
+                runs,
+            ),
             runs,
         ),
         runs,

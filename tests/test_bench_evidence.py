@@ -457,6 +457,35 @@ def test_learning_curve_oracle_probe_extends_the_reported_point_s_oracle():
     assert r["oracle_nmse"] == 0.8e-6 and r["nmse"] == 1.2e-6  # the reported fit's own NMSE stays
 
 
+def test_learning_curve_rerun_without_an_oracle_borrows_the_oracle_of_its_point_m_and_k_theta():
+    """A rerun of a point without an oracle (after the library's selection changed) takes the oracle of the earlier
+    record of the same data, M and γ_Θ, folded with that record's probes, and the cell names whose it is; a rerun
+    that selected another γ_Θ gets none, and a probe of a point that no record gives an oracle is refused."""
+    lc = _load("learning_curve", "learning_curve_under_test")
+    base = dict(seed=0, method="rffor_welsch", data="corrupted", noise=0.01, rule="new", centres="auto", n=10**6,
+                draw=0, n_centres=2000, kappa=0.316, gamma_theta=100.0, refit_passes=3)  # fmt: skip
+    old = dict(base, run=0, lam=2e-13, nmse=1.2e-6, seconds=190.0, oracle_nmse=1.0e-6, oracle_lam=1e-14,
+               oracle_kappa=0.1, oracle_at_edge=True, oracle_passes=736, oracle_seconds=12690.0)  # fmt: skip
+    probe = dict(old, run=1, oracle_nmse=0.8e-6, oracle_lam=1e-15, oracle_at_edge=True, oracle_passes=368,
+                 oracle_seconds=6564.0)  # fmt: skip
+    rerun = dict(base, run=2, lam=1e-13, nmse=0.9e-6, seconds=200.0)
+    runs = [dict(file="old.json", args={}),
+            dict(file="probe.json", args=dict(oracle_lam_min=1e-16, oracle_kappas=[0.316227766017, 0.1])),
+            dict(file="rerun.json", args=dict(oracle_max_n=0))]  # fmt: skip
+    kept, lines = lc.latest_records(lc.borrowed_oracles(lc.oracle_probes([old, probe, rerun], runs), runs), runs)
+    (r,) = kept
+    assert len(lines) == 1 and "old.json" in lines[0] and "by `rerun.json`" in lines[0]
+    assert r["nmse"] == 0.9e-6 and r["seconds"] == 200.0 and r["lam"] == 1e-13  # the rerun's own fit
+    assert r["oracle_nmse"] == 0.8e-6 and r["oracle_passes"] == 736 and r["oracle_from"] == "old.json"
+    row = lc.learning_table(kept, 0.01, "rffor_welsch")[0].splitlines()[-1]
+    assert "(the oracle of `old.json`: the same data, centres and k_Θ)" in row and "1.125" in row  # 0.9 / 0.8
+    # another γ_Θ selected: other models, no oracle
+    (r,) = lc.latest_records(lc.borrowed_oracles([dict(old), dict(rerun, gamma_theta=316.0)], runs), runs)[0]
+    assert r.get("oracle_nmse") is None and "oracle_from" not in r
+    with pytest.raises(ValueError, match="probe.json"):
+        lc.oracle_probes([dict(probe), dict(rerun)], runs)
+
+
 def test_learning_curve_run_line_names_another_machine():
     """A merged run measured on another CPU than the block's says so (its times are not comparable); a run on the
     block's machine does not."""
