@@ -331,12 +331,13 @@ def rffor_square(X, Y, X_test, Y_test, args, client, base: dict, centres):
     return rec, est
 
 
-def oracle_checkpoint_path(args, rho: float, n: int, draw: int) -> Path | None:
-    """Where the robust oracle of one point (seed, ρ, n, draw, loss) keeps its checkpoint; None without
-    ``--oracle-checkpoint``."""
+def oracle_checkpoint_path(args, rho: float, n: int, draw: int, gamma_theta: float) -> Path | None:
+    """Where the robust oracle of one point (seed, ρ, n, draw, loss) and k_Θ (its γ_Θ: two rules of one run may
+    select two, each with its own oracle) keeps its checkpoint; None without ``--oracle-checkpoint``."""
     if args.oracle_checkpoint is None:
         return None
-    return Path(args.oracle_checkpoint) / f"oracle_{args.loss}_seed{args.seed}_rho{rho:g}_n{n}_draw{draw}.npz"
+    name = f"oracle_{args.loss}_seed{args.seed}_rho{rho:g}_n{n}_draw{draw}_gtheta{gamma_theta:.6g}.npz"
+    return Path(args.oracle_checkpoint) / name
 
 
 def oracle_grid(args) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -687,7 +688,7 @@ def main(argv=None) -> int:
                             if n <= args.oracle_max_n:
                                 g = rec["gamma_theta"]
                                 if g not in oracles:
-                                    ckpt = oracle_checkpoint_path(args, rho, n, draw)
+                                    ckpt = oracle_checkpoint_path(args, rho, n, draw, g)
                                     oracles[g] = oracle(X, Y, est, X_test, Y_test, args, on, True, ckpt)
                                 rec.update(oracles[g])
                             keep(rec)
@@ -721,8 +722,8 @@ def main(argv=None) -> int:
                     spec = "auto" if args.centres[0] == "auto" else int(args.centres[0])
                     rec, est = rffor_robust(ds, None, X_test, Y_test, args, client, base, spec, "new")
                     if args.store_n <= args.oracle_max_n:
-                        rec.update(oracle(ds, None, est, X_test, Y_test, args, client, robust=True,
-                                          checkpoint=oracle_checkpoint_path(args, rho, args.store_n, 0)))  # fmt: skip
+                        ckpt = oracle_checkpoint_path(args, rho, args.store_n, 0, rec["gamma_theta"])
+                        rec.update(oracle(ds, None, est, X_test, Y_test, args, client, robust=True, checkpoint=ckpt))
                     rec.update(zarr=True, write_seconds=write_s)
                     keep(rec)
                 finally:

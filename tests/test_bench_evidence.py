@@ -486,6 +486,17 @@ def test_learning_curve_rerun_without_an_oracle_borrows_the_oracle_of_its_point_
         lc.oracle_probes([dict(probe), dict(rerun)], runs)
 
 
+def test_learning_curve_oracle_checkpoints_of_two_k_theta_of_one_point_are_apart():
+    """Two rules of one run may select two γ_Θ at one point, each with its own oracle: their checkpoints must not
+    collide (the second would refuse the first's as another fit's); the same point and γ_Θ resumes from one file."""
+    lc = _load("learning_curve", "learning_curve_under_test")
+    args = argparse.Namespace(oracle_checkpoint=Path("ck"), loss="welsch", seed=2)
+    a, b = (lc.oracle_checkpoint_path(args, 0.01, 30_000, 0, g) for g in (100.0, 316.227766017))
+    assert a != b and a.parent == b.parent == Path("ck")
+    assert lc.oracle_checkpoint_path(args, 0.01, 30_000, 0, 100.0) == a
+    assert lc.oracle_checkpoint_path(argparse.Namespace(oracle_checkpoint=None), 0.01, 30_000, 0, 100.0) is None
+
+
 def test_learning_curve_run_line_names_another_machine():
     """A merged run measured on another CPU than the block's says so (its times are not comparable); a run on the
     block's machine does not."""
