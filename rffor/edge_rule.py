@@ -43,6 +43,7 @@ __all__ = [
     "MIDMEAN_CUT",
     "STATISTICS",
     "score_statistic",
+    "held_out_statistic",
     "Axis",
     "improves",
     "paired_gain",
@@ -94,6 +95,15 @@ def score_statistic(statistic: str):
     if statistic not in STATISTICS:
         raise ValueError(f"statistic must be one of {sorted(STATISTICS)}, got {statistic!r}")
     return STATISTICS[statistic]
+
+
+def held_out_statistic(loss) -> str:
+    """The statistic (a key of :data:`STATISTICS`) of the per-curve held-out errors by which every selection of the
+    library scores a candidate fitted with ``loss`` (the held-out walk of the random-feature path, the K-fold
+    cross-validation of the exact path and of the structured outputs): the mean for the square loss (the held-out
+    estimate of its own risk), the median for a robust loss (outlying held-out curves, like the training set's, must
+    not decide). ``loss`` is asked for ``is_square`` only."""
+    return "mean" if loss.is_square else "median"
 
 
 def improves(new: float, old: float, plateau: float = PLATEAU) -> bool:

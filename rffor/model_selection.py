@@ -28,7 +28,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._linalg import eigh_psd
 from ._validation import check_theta, check_X, check_Y, fill_missing
-from .edge_rule import Axis, select_widening
+from .edge_rule import Axis, held_out_statistic, score_statistic, select_widening
 from .estimator import FunctionalRegressor
 from .losses import Loss, Square
 from .metrics import curve_mse
@@ -258,7 +258,7 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
         """The fold's validation score of a candidate: the median over curves of their MSE for a robust loss, the
         mean for the square loss (module docstring)."""
         E = curve_mse(fold["Y_va"], fold["K_va"] @ problem.prediction_weights(coef) @ fold["K_t"])
-        return float(np.mean(E) if loss.is_square else np.median(E))
+        return float(score_statistic(held_out_statistic(loss))(E))
 
     def _refit(self, est, X, Y, theta):
         return est.fit(X, Y, theta=theta)
@@ -617,7 +617,7 @@ class OutputKernelRegressorCV(FunctionalRegressorCV):
             E = np.nansum(D * D, axis=1)
         else:
             E = fold["diag_va"] - 2.0 * np.einsum("ij,ij->i", H_V, fold["coords_va"]) + np.einsum("ij,ij->i", H_V, H_V)
-        return float(np.mean(E) if loss.is_square else np.median(E))
+        return float(score_statistic(held_out_statistic(loss))(E))
 
     def _solve(self, problem, warm):
         from .structured import choose_solver, solve_structured

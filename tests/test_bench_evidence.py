@@ -497,6 +497,20 @@ def test_learning_curve_oracle_checkpoints_of_two_k_theta_of_one_point_are_apart
     assert lc.oracle_checkpoint_path(argparse.Namespace(oracle_checkpoint=None), 0.01, 30_000, 0, 100.0) is None
 
 
+def test_learning_curve_records_say_which_statistic_selected_them():
+    """A record's held-out statistic: its own where saved; a record of before that field, its rule's ('m0': the
+    midmean) or the library's of then (median on corrupted data, mean on noisy data); the block's prose says which."""
+    lc = _load("learning_curve", "learning_curve_under_test")
+    old = dict(method="rffor", data="corrupted", rule="new")
+    assert lc.record_statistic(old) == "median"
+    assert lc.record_statistic(dict(old, data="noisy", method="rffor_square")) == "mean"
+    assert lc.record_statistic(dict(old, rule="m0")) == "midmean"
+    assert lc.record_statistic(dict(old, statistic="midmean")) == "midmean"
+    recs = [old, dict(old, statistic="midmean"), dict(old, data="noisy", statistic="mean")]
+    assert lc._statistics_text(recs, "corrupted") == "median / midmean"
+    assert lc._statistics_text(recs, "noisy") == "mean"
+
+
 def test_learning_curve_run_line_names_another_machine():
     """A merged run measured on another CPU than the block's says so (its times are not comparable); a run on the
     block's machine does not."""

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..edge_rule import SIGNIFICANCE, Axis, score_statistic, significantly_better, walk
+from ..edge_rule import SIGNIFICANCE, Axis, held_out_statistic, score_statistic, significantly_better, walk
 from ..executor import chunkwise
 from .maps import share_output_side
 from .mm import SquareMetric, concat_errors, curve_errors_task, grad_task, mm_minimize
@@ -288,7 +288,8 @@ def select_hyperparameters(
         show).
     statistic : {"median", "mean", "midmean"}, optional
         The held-out score's statistic of the per-curve errors (:data:`rffor.edge_rule.STATISTICS`); default the
-        median for a robust loss, the mean for the square loss.
+        library's for ``problem.loss`` (:func:`rffor.edge_rule.held_out_statistic`: the median for a robust loss,
+        the mean for the square loss).
     max_rounds : int, default 3
         Coordinate-search rounds (a walk of every searched hyperparameter) after the first λ walk, at most.
     chunks : sequence of int, optional
@@ -316,7 +317,7 @@ def select_hyperparameters(
         )
     metric = SquareMetric.from_sums(tr, output.C_theta, float(np.max(lams)))
     robust = not loss.is_square
-    score_name = statistic or ("median" if robust else "mean")
+    score_name = statistic or held_out_statistic(loss)
     say(
         f"selection: sums of {tr.n} training and {sums.held.n} held-out curves computed by the partition tasks, "
         f"one SVD of the training rows' R factor on the driver ({time.perf_counter() - tic:.1f} s); held-out score: "
