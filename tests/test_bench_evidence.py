@@ -682,7 +682,9 @@ def test_learning_curve_rules_table_keeps_each_seed_s_draws_apart():
     assert "1.6x" in rows[0] and "1.00e-04 |" in rows[0] and "1.25x" in rows[1] and "2.00e-04 |" in rows[1]
     summary = table.splitlines()[-1]
     # midmean: 1.0 and 1.25 -> geometric mean sqrt(1.25) = 1.12, worst 1.25; median: 1.6 and 1.0 -> 1.26 (1.6)
-    assert "1.12 (1.25)" in summary and "1.26 (1.6)" in summary, summary
+    assert "1.12 (1.25)" in table and "1.26 (1.6)" in table, table
+    # against the library's rule on the same data: 1.0/1.6 and 2.5/2.0 -> sqrt(0.625 * 1.25) = 0.884
+    assert "0.884 [0.625–1.25] (2)" in summary and "1 [1–1] (2)" in summary, summary
     assert lc.rules_table(records, "rffor") is None  # another method's records are not this table's
 
 
