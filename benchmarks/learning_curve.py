@@ -233,6 +233,11 @@ RULES = {"new": None, "old": dict(significance=0.0, plateau=0.01), "z0": dict(si
          "z1": dict(significance=1.0), "z2": dict(significance=2.0), "m0": dict(statistic="midmean")}  # fmt: skip
 
 
+#: the rules of the study of the threshold (which falls of the held-out score a step needs) and of the study of the
+#: held-out statistic (the median or the midmean of the curves' errors): each study's table compares its own
+THRESHOLD_RULES = ("old", "z0", "z1", "z2", "new")
+STATISTIC_RULES = ("m0", "new")
+
 #: the study's name of the library's rule
 LIBRARY_RULE = f"z{SIGNIFICANCE:g}"
 
@@ -898,11 +903,12 @@ def noisy_table(records, rho: float) -> str:
     return markdown_table(headers, rows)
 
 
-def rules_table(records, method: str = "rffor") -> str | None:
+def rules_table(records, method: str = "rffor", compared=None) -> str | None:
     """The robust fit of ``method`` under every held-out rule a run compared (the same seed, data, centres and oracle
     per row: studies on several seeds share the draw numbers), and per rule the geometric mean and the worst of its
-    ratio to the oracle."""
-    rules = [k for k in ("old", "z0", "z1", "z2", "m0", "new") if _group(records, method=method, rule=k)]
+    ratio to the oracle; ``compared``: only these rules (one study's: a row needs two of them)."""
+    rules = [k for k in ("old", "z0", "z1", "z2", "m0", "new")
+             if _group(records, method=method, rule=k) and (compared is None or k in compared)]  # fmt: skip
     if rules == ["new"] or not rules:
         return None
 
@@ -1576,7 +1582,7 @@ def report(runs, fig, floor, logs=()) -> str:
                   "c of `n_features_x='auto'`. Its criterion is how close each selected model comes to the oracle "
                   "of its data: a study of the selection rule on separate data, not a choice of the reported models "
                   "by their test error (the curve above was run once, after the constants were set)."]  # fmt: skip
-        rt = rules_table(study)
+        rt = rules_table(study, "rffor", THRESHOLD_RULES)
         if rt:
             parts += ["", "The held-out rules on the same data and centres (each fit's test NMSE, its selection, "
                       "and its ratio to the oracle of its k_Θ; 'before': a step taken when the held-out score falls "
@@ -1585,14 +1591,15 @@ def report(runs, fig, floor, logs=()) -> str:
         if ct:
             parts += ["", "Centres: the robust fit with M fixed (test NMSE; the oracle at that M in brackets):", "",
                       ct]  # fmt: skip
-        rt = rules_table(study, "rffor_welsch")
-        if rt:
-            lib = _statistics_text([r for r in study if r["method"] == "rffor_welsch"], "corrupted")
-            parts += ["", "The held-out score's statistic with the Welsch loss (a study): each fit's test NMSE, its "
-                      "selection and its ratio to the oracle of its k_Θ under the library's rule as run (the "
-                      f"{lib} of the held-out curves' MSE, any fall) and the same walk on the midmean (the mean of "
-                      "the middle half of the held-out curves' MSE, `rffor.edge_rule.STATISTICS`), the same data and "
-                      "centres:", "", rt]  # fmt: skip
+        for method, loss in (("rffor", "Huber"), ("rffor_welsch", "Welsch")):
+            rt = rules_table(study, method, STATISTIC_RULES)
+            if rt:
+                lib = _statistics_text([r for r in study if r["method"] == method], "corrupted")
+                parts += ["", f"The held-out score's statistic with the {loss} loss (a study): each fit's test NMSE, "
+                          "its selection and its ratio to the oracle of its k_Θ under the library's rule as run (the "
+                          f"{lib} of the held-out curves' MSE, any fall) and the same walk on the midmean (the mean "
+                          "of the middle half of the held-out curves' MSE, `rffor.edge_rule.STATISTICS`), the same "
+                          "data and centres:", "", rt]  # fmt: skip
     parts += ["", "Goals of issue 25 (\"Done when\") these runs answer:", "",
               *goals(records, study, means_by_rho, floors)]  # fmt: skip
     parts += welsch_section(records, floors)

@@ -686,6 +686,11 @@ def test_learning_curve_rules_table_keeps_each_seed_s_draws_apart():
     # against the library's rule on the same data: 1.0/1.6 and 2.5/2.0 -> sqrt(0.625 * 1.25) = 0.884
     assert "0.884 [0.625–1.25] (2)" in summary and "1 [1–1] (2)" in summary, summary
     assert lc.rules_table(records, "rffor") is None  # another method's records are not this table's
+    # each study's table compares its own rules: a threshold rule's fit is not a column of the statistic's table
+    records.append(dict(base, seed=1, rule="z1", nmse=1.2e-4, oracle_nmse=1.0e-4))
+    assert "> 1 paired SE" in lc.rules_table(records, "rffor_welsch")
+    assert lc.rules_table(records, "rffor_welsch", lc.STATISTIC_RULES) == table
+    assert "midmean" not in lc.rules_table(records, "rffor_welsch", lc.THRESHOLD_RULES)
 
 
 def test_learning_curve_contamination_floor_of_the_welsch_loss_is_below_huber_s():
