@@ -686,6 +686,11 @@ def test_learning_curve_rules_table_keeps_each_seed_s_draws_apart():
     # against the library's rule on the same data: 1.0/1.6 and 2.5/2.0 -> sqrt(0.625 * 1.25) = 0.884
     assert "0.884 [0.625–1.25] (2)" in summary and "1 [1–1] (2)" in summary, summary
     assert lc.rules_table(records, "rffor") is None  # another method's records are not this table's
+    # two k_Θ selected at one point: each oracle with its γ_Θ
+    two = [dict(base, seed=3, rule="new", nmse=2.0e-5, oracle_nmse=1.9e-5, gamma_theta=316.227766017),
+           dict(base, seed=3, rule="m0", nmse=1.5e-5, oracle_nmse=1.5e-5, gamma_theta=100.0)]  # fmt: skip
+    row = lc.rules_table(two, "rffor_welsch").splitlines()[2]
+    assert row.endswith("| 1.50e-05 (γ_Θ 100); 1.90e-05 (γ_Θ 316) |") and "1.05x" in row, row
     # each study's table compares its own rules: a threshold rule's fit is not a column of the statistic's table
     records.append(dict(base, seed=1, rule="z1", nmse=1.2e-4, oracle_nmse=1.0e-4))
     assert "> 1 paired SE" in lc.rules_table(records, "rffor_welsch")
