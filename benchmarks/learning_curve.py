@@ -944,14 +944,18 @@ def rules_table(records, method: str = "rffor", compared=None) -> str | None:
                 ratios[k].append(r["nmse"] / o)
             cells.append(desc(r) + (f"; {fmt(r['nmse'] / o, 3)}x" if o else ""))
         # one oracle per k_Θ the rules selected: where they differ, each with its γ_Θ
-        by_gamma = {r.get("gamma_theta"): r["oracle_nmse"] for r in got.values() if r and r.get("oracle_nmse")}
+        by_gamma = {
+            r["gamma_theta"]: r["oracle_nmse"]
+            for r in got.values()
+            if r and r.get("oracle_nmse") and r.get("gamma_theta")
+        }  # progress-log records have no γ_Θ
         orc_text = (fmt(orc) if len(by_gamma) < 2
                     else "; ".join(f"{fmt(o)} (γ_Θ {g:.3g})" for g, o in sorted(by_gamma.items())))  # fmt: skip
         rows.append([seed, f"{rho:g}", f"{n:,}", draw, centres, *cells, orc_text])
     rows.append(["", "", "", "", "ratio to the oracle: geometric mean (worst)",
                  *[f"{fmt(np.exp(np.mean(np.log(v))), 3)} ({fmt(max(v), 3)})" if v else "—" for v in ratios.values()],
                  ""])  # fmt: skip
-    if len(paired["new"]) > 1:  # the ratio to the oracle of each fit's own k_Θ hides a k_Θ the rule chose worse
+    if len(paired.get("new", ())) > 1:  # the ratio to the oracle of each fit's own k_Θ hides a k_Θ the rule chose worse
         rows.append(["", "", "", "", "test NMSE / the library's rule's: geometric mean [min–max] (rows)",
                      *[f"{fmt(np.exp(np.mean(np.log(v))), 3)} [{fmt(min(v), 3)}–{fmt(max(v), 3)}] ({len(v)})"
                        if v else "—" for v in paired.values()], ""])  # fmt: skip
@@ -963,7 +967,7 @@ def rules_table(records, method: str = "rffor", compared=None) -> str | None:
 
 def centres_table(records, method: str = "rffor") -> str | None:
     """The robust fit of ``method`` at fixed M (beside "auto" where run), under each rule run: test NMSE (mean over
-    draws) and that of the oracle per n and M."""
+    the draws that every M of the row ran) and that of the oracle per n and M."""
     fixed = sorted({int(r["centres"]) for r in _group(records, method=method) if r["centres"] != "auto"})
     if not fixed:
         return None
@@ -971,9 +975,14 @@ def centres_table(records, method: str = "rffor") -> str | None:
     for rho, n, rule in sorted({(r["noise"], r["n"], r["rule"]) for r in _group(records, method=method)}):
         if len({r["centres"] for r in _group(records, method=method, rule=rule, noise=rho, n=n)}) < 2:
             continue  # one M: a row of the rules table
-        cells = []
-        for spec in [str(M) for M in fixed] + ["auto"]:
-            g = _group(records, method=method, rule=rule, noise=rho, n=n, centres=spec)
+        cells, specs = [], [str(M) for M in fixed] + ["auto"]
+        # the draws every M of the row ran (a study may run more draws at one M): the cells compare the same data
+        drawn = [{r["draw"] for r in _group(records, method=method, rule=rule, noise=rho, n=n, centres=spec)}
+                 for spec in specs]  # fmt: skip
+        common = set.intersection(*[d for d in drawn if d])
+        for spec in specs:
+            g = [r for r in _group(records, method=method, rule=rule, noise=rho, n=n, centres=spec)
+                 if r["draw"] in common]  # fmt: skip
             if not g:
                 cells.append("—")
                 continue
@@ -1584,7 +1593,9 @@ def report(runs, fig, floor, logs=()) -> str:
         sseeds = ", ".join(str(v) for v in sorted({r["seed"] for r in study}))
         parts += ["", f"**Design study of the rule** (seed {sseeds}: other GP curves, training streams and test "
                   "curves than the curve above). What it set: the held-out threshold `SIGNIFICANCE` and the constant "
-                  "c of `n_features_x='auto'`. Its criterion is how close each selected model comes to the oracle "
+                  "c of `n_features_x='auto'`; what it studies for the next setting: the held-out score's statistic "
+                  "(`rffor.edge_rule.held_out_statistic`). Its criterion is how close each selected model comes to "
+                  "the oracle "
                   "of its data: a study of the selection rule on separate data, not a choice of the reported models "
                   "by their test error (the curve above was run once, after the constants were set)."]  # fmt: skip
         rt = rules_table(study, "rffor", THRESHOLD_RULES)

@@ -665,6 +665,13 @@ def test_learning_curve_centres_goal_compares_means_with_the_draw_spread():
     assert line.startswith("- Welsch, M = 2000") and "**NOT met**" in line and "1.5000x" in line
     table = lc.centres_table(huber + welsch, "rffor_welsch")
     assert "6.03e-06" in table and "3.13e-05" not in table  # the Welsch means, not Huber's
+    # an M run on more draws than another of its row: only the draws both ran are compared
+    more = [dict(base, method="rffor_welsch", centres="auto", n_centres=1582, draw=d, nmse=v)
+            for d, v in enumerate((7.0e-6, 9.0e-6, 9.0e-6))]  # fmt: skip
+    table = lc.centres_table(huber + welsch + more + [dict(more[0], draw=3)], "rffor_welsch")
+    assert table.splitlines()[-1].endswith("| 8.33e-06 [7.00e-06–9.00e-06], M = 1582 |"), table  # draw 3 left out
+    table = lc.centres_table([welsch[0], *more], "rffor_welsch")  # M = 1000 on draw 0 only
+    assert table.splitlines()[-1].endswith("| 6.00e-06 | 7.00e-06, M = 1582 |"), table
 
 
 def test_learning_curve_rules_table_keeps_each_seed_s_draws_apart():
@@ -691,11 +698,18 @@ def test_learning_curve_rules_table_keeps_each_seed_s_draws_apart():
            dict(base, seed=3, rule="m0", nmse=1.5e-5, oracle_nmse=1.5e-5, gamma_theta=100.0)]  # fmt: skip
     row = lc.rules_table(two, "rffor_welsch").splitlines()[2]
     assert row.endswith("| 1.50e-05 (γ_Θ 100); 1.90e-05 (γ_Θ 316) |") and "1.05x" in row, row
+    logged = dict(two[1], rule="z1")  # a progress log's record: no γ_Θ
+    del logged["gamma_theta"]
+    row = lc.rules_table([two[0], logged], "rffor_welsch").splitlines()[2]
+    assert row.endswith("| 1.50e-05 |"), row  # one oracle: the first rule's
     # each study's table compares its own rules: a threshold rule's fit is not a column of the statistic's table
     records.append(dict(base, seed=1, rule="z1", nmse=1.2e-4, oracle_nmse=1.0e-4))
     assert "> 1 paired SE" in lc.rules_table(records, "rffor_welsch")
     assert lc.rules_table(records, "rffor_welsch", lc.STATISTIC_RULES) == table
     assert "midmean" not in lc.rules_table(records, "rffor_welsch", lc.THRESHOLD_RULES)
+    # a study without the library's rule (a progress log of other rules): no paired row, no error
+    others = [dict(base, seed=1, rule=k, nmse=v, oracle_nmse=1.0e-4) for k, v in (("z1", 1.2e-4), ("old", 1.5e-4))]
+    assert "library's rule's" not in lc.rules_table(others, "rffor_welsch")
 
 
 def test_learning_curve_contamination_floor_of_the_welsch_loss_is_below_huber_s():
