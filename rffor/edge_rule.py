@@ -98,11 +98,13 @@ def score_statistic(statistic: str):
 
 
 def held_out_statistic(loss) -> str:
-    """The statistic (a key of :data:`STATISTICS`) of the per-curve held-out errors by which every selection of the
-    library scores a candidate fitted with ``loss`` (the held-out walk of the random-feature path, the K-fold
-    cross-validation of the exact path and of the structured outputs): the mean for the square loss (the held-out
-    estimate of its own risk), the median for a robust loss (outlying held-out curves, like the training set's, must
-    not decide). ``loss`` is asked for ``is_square`` only."""
+    """The statistic (a key of :data:`STATISTICS`) of the per-curve held-out squared errors by which the library's
+    selections score a candidate fitted with ``loss``: the held-out walk of the random-feature path, and the K-fold
+    cross-validation of :class:`~rffor.FunctionalRegressorCV` and of :class:`~rffor.OutputKernelRegressorCV` when it
+    scores in the output kernel's feature space (its ``scoring="decoded"`` and the quantile CV's pinball score are
+    means of their own losses). The mean for the square loss (the held-out estimate of its own risk), the median for
+    a robust loss (outlying held-out curves, like the training set's, must not decide). ``loss`` is asked for
+    ``is_square`` only."""
     return "mean" if loss.is_square else "median"
 
 
