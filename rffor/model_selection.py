@@ -4,9 +4,10 @@
 ``Ridge``. For each fold it computes the eigendecomposition of the fold's K_X once (and of K_Θ once for all folds):
 the duals (D_s) of every λ and every loss parameter share them (MATH.md §3.1: λ enters only through the scalar
 ``c = 1/(λnm)``), and the robust losses are solved from the largest λ down, each ADMM/APGD solve warm-started at the
-previous λ's dual solution. A candidate's fold score is the **median** over the fold's validation curves of their
-MSE for a robust loss (paper 000 §5.1: outlying validation curves do not reward fitting outliers), the mean for the
-square loss; the candidate with the lowest mean fold score wins, under the project's edge rule
+previous λ's dual solution. A candidate's fold score is the **midmean** (the mean of the middle half,
+:func:`rffor.edge_rule.held_out_statistic`) over the fold's validation curves of their MSE for a robust loss (as
+with paper 000 §5.1's median, outlying validation curves do not reward fitting outliers), the mean for the square
+loss; the candidate with the lowest mean fold score wins, under the project's edge rule
 (:func:`rffor.edge_rule.select_widening`): a λ or loss parameter selected at an end of its grid extends that grid by
 one more value past it (λ by the grid's own ratio, decades by default), until the selection is interior, the score
 flat past the edge (an extension improved it by less than 1%) or ``max_extensions`` extensions were made on that side
@@ -255,7 +256,7 @@ class FunctionalRegressorCV(RegressorMixin, BaseEstimator):
         )
 
     def _fold_score(self, fold: dict, problem: DualProblem, coef: np.ndarray, loss: Loss) -> float:
-        """The fold's validation score of a candidate: the median over curves of their MSE for a robust loss, the
+        """The fold's validation score of a candidate: the midmean over curves of their MSE for a robust loss, the
         mean for the square loss (module docstring)."""
         E = curve_mse(fold["Y_va"], fold["K_va"] @ problem.prediction_weights(coef) @ fold["K_t"])
         return float(score_statistic(held_out_statistic(loss))(E))
@@ -452,7 +453,7 @@ class OutputKernelRegressorCV(FunctionalRegressorCV):
 
     - ``scoring="embedding"`` (default): per validation sample the squared distance in the output RKHS between the
       model and the output, ``‖h(x) − ψ(y)‖² = k(y, y) − 2<h(x), ψ(y)> + ‖h(x)‖²`` (the surrogate loss of seed 004
-      eq. (5); observed coordinates only when labels are missing); the median over the fold's samples for a robust
+      eq. (5); observed coordinates only when labels are missing); the midmean over the fold's samples for a robust
       loss (validation outputs are as corrupted as training ones), the mean for the square loss;
     - ``scoring="decoded"``: the mean over the fold's samples of the kernel loss of the decoded prediction,
       ``Δ(ŷ, y) = ‖ψ(ŷ) − ψ(y)‖²`` (:func:`rffor.structured.kernel_loss`: label sets with ``Linear()``, the number

@@ -14,8 +14,10 @@ data is; the driver only combines small matrices):
    closed form of (P_rf) at any λ, and with any output kernel k_Θ, for one solve (MATH.md §5:
    ``C_X B C_Θ + λ B = M``);
 4. the λ grid's closed forms are scored together in one pass over the held-out rows (each held-out curve's MSE
-   under every model, :func:`~rffor.solvers.mm.curve_errors_task`), by their **median** for a robust loss (paper
-   000 §5.1: a minority of outlying validation curves does not move it) or their mean for the square loss;
+   under every model, :func:`~rffor.solvers.mm.curve_errors_task`), by their **midmean** for a robust loss (the
+   mean of the middle half, :func:`rffor.edge_rule.held_out_statistic`: like paper 000 §5.1's median, a minority
+   of outlying validation curves does not move it, and it ranks close candidates with most of a mean's precision)
+   or their mean for the square loss;
 5. a **walk** along one hyperparameter from the best of them (:func:`select_hyperparameters`): step to the
    neighbouring value of the grid (past its ends, further values at the grid's end ratio: a grid edge never wins
    silently) and keep going while a step lowers the held-out score by more than ``significance`` standard errors
@@ -98,7 +100,8 @@ class Candidate:
     gamma : float
         γ of the candidate's output kernel k_Θ.
     score : float
-        Held-out score (median or mean over held-out curves of their MSE; lower is better).
+        Held-out score (the statistic of :func:`rffor.edge_rule.held_out_statistic` over the held-out curves'
+        MSE, the midmean or the mean; lower is better).
     objective : float
         Training objective J (MATH.md (P_rf) on the training rows).
     passes : int
@@ -288,7 +291,7 @@ def select_hyperparameters(
         show).
     statistic : {"median", "mean", "midmean"}, optional
         The held-out score's statistic of the per-curve errors (:data:`rffor.edge_rule.STATISTICS`); default the
-        library's for ``problem.loss`` (:func:`rffor.edge_rule.held_out_statistic`: the median for a robust loss,
+        library's for ``problem.loss`` (:func:`rffor.edge_rule.held_out_statistic`: the midmean for a robust loss,
         the mean for the square loss).
     max_rounds : int, default 3
         Coordinate-search rounds (a walk of every searched hyperparameter) after the first λ walk, at most.
