@@ -157,8 +157,8 @@ class Loss:
 
     def param_floor(self, scale: float) -> float | None:
         """The smallest value of :attr:`param_name` a held-out selection may try, given ``scale``, the typical
-        residual norm ‖r‖ (μ_m norm) of the held-out curves under the square-loss fit (the square root of their median
-        curve MSE); None: no floor (the convex
+        residual norm ‖r‖ (μ_m norm) of the held-out curves under the square-loss fit (the square root of their held-out
+        curve MSE's statistic, :func:`rffor.edge_rule.held_out_statistic`); None: no floor (the convex
         losses, whose walks are bounded by :data:`rffor.solvers.selection.PARAM_RANGE` only)."""
         return None
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import die_after_checkpoint  # tests/ is on sys.path (rootdir conftest)
+from scipy import stats
 from test_dsgd import KT, KX  # tests/ is on sys.path (rootdir conftest)
 
 from rffor.chunked import ArrayData, RowSplit, as_data
@@ -42,8 +43,14 @@ def _direct(d, Y, loss, lams, split, **kw):
         E = curve_mse(Y[held], res.predict(d.X_train[held]))
         fits.append(res.coef)
         errors.append(E)
-        scores.append(np.median(E) if not loss.is_square else np.mean(E))
+        scores.append(_midmean(E) if not loss.is_square else np.mean(E))
     return np.stack(fits), np.array(scores), errors
+
+
+def _midmean(E) -> float:
+    """The held-out score of a robust loss, restated: the mean of the middle half of the per-curve errors (SciPy's
+    25% trimmed mean)."""
+    return float(stats.trim_mean(E, 0.25))
 
 
 def _beaten(path, new, old) -> bool:
@@ -93,7 +100,7 @@ def test_square_selection_equals_separate_closed_forms_and_refits_on_all_rows(co
 def test_robust_selection_matches_separate_fits_and_the_direct_rule(corrupted):
     """H_κ^2 on 10% outliers, λ and κ searched: every candidate (fitted from its neighbour's model) reaches the
     objective of its own MM fit from the closed form on the training rows (the optimum of (P_rf): its coefficients
-    differ only along directions the objective barely sees), its held-out median score is the direct evaluation's, the
+    differ only along directions the objective barely sees), its held-out midmean score is the direct evaluation's, the
     selection obeys the rule on those direct scores, and the final model is the MM optimum at the selected (λ, κ)
     on all rows; it beats the square loss on clean test curves by a wide margin."""
     d, data = corrupted
@@ -110,7 +117,7 @@ def test_robust_selection_matches_separate_fits_and_the_direct_rule(corrupted):
                       ref.output_features.transform(d.theta), loss, c.lam)  # fmt: skip
         assert c.objective == pytest.approx(J, rel=1e-7)
         direct[(c.lam, c.param)] = curve_mse(data.Y[held], ref.predict(d.X_train[held]))
-    np.testing.assert_allclose([c.score for c in path.candidates], [np.median(E) for E in direct.values()], rtol=1e-4)
+    np.testing.assert_allclose([c.score for c in path.candidates], [_midmean(E) for E in direct.values()], rtol=1e-4)
     _walk_is_consistent(path, lambda c: direct[(c.lam, c.param)])
     assert res.loss == Huber(path.param, 2) and res.lam == path.lam
     full = fit_rff(data, loss=res.loss, lam=res.lam, **kw)
@@ -357,7 +364,7 @@ def test_output_kernel_selection_equals_separate_closed_forms(clean):
 
 def test_robust_output_kernel_selection_matches_separate_fits(corrupted, tmp_path, monkeypatch):
     """H_κ^2 with λ and γ_Θ searched: a candidate with another k_Θ starts from its neighbour's model re-expressed in
-    its own output factor and reaches the objective of its own MM fit on the training rows; its held-out median is
+    its own output factor and reaches the objective of its own MM fit on the training rows; its held-out midmean is
     the direct evaluation's; the final fit on all rows is the MM optimum with the selected k_Θ. With a checkpoint
     after every refit pass, a fit that dies after its first refit pass resumes to the same model and kernel."""
     import rffor.checkpoint as ckpt
@@ -377,7 +384,7 @@ def test_robust_output_kernel_selection_matches_separate_fits(corrupted, tmp_pat
                       ref.output_features.transform(d.theta), Huber(0.3, 2), c.lam)  # fmt: skip
         assert c.objective == pytest.approx(J, rel=1e-7)
         direct[c.key] = curve_mse(data.Y[held], ref.predict(d.X_train[held]))
-    np.testing.assert_allclose([c.score for c in path.candidates], [np.median(E) for E in direct.values()], rtol=1e-4)
+    np.testing.assert_allclose([c.score for c in path.candidates], [_midmean(E) for E in direct.values()], rtol=1e-4)
     _walk_axis_is_consistent(path, lambda c: direct[c.key], "gamma", 10**0.5)
     full = fit_rff(data, loss=Huber(0.3, 2), lam=res.lam, **dict(kw, kernel_theta=res.kernel_theta))
     phi, Pt = full.input_features, full.output_features.transform(d.theta)
@@ -479,9 +486,10 @@ def test_the_midmean_keeps_a_mean_s_precision_where_the_median_cannot_rank_two_c
 
 
 def test_the_selection_scores_by_the_statistic_it_is_given(corrupted, monkeypatch):
-    """``select_hyperparameters(statistic="midmean")`` (the study's rule "m0" of benchmarks/learning_curve.py):
-    every candidate's held-out score is the midmean of its own per-curve errors (not their median), the walk obeys
-    the rule on them, and an unknown statistic fails before any pass, the argument named."""
+    """``select_hyperparameters(statistic=...)`` overrides the library's statistic: by default every candidate of a
+    robust loss is scored by the midmean of its own per-curve errors (:func:`rffor.edge_rule.held_out_statistic`),
+    with ``statistic="median"`` (the library's rule before the study of benchmarks/learning_curve.py) by their
+    median, and the walk obeys the rule on them; an unknown statistic fails before any pass, the argument named."""
     import functools
 
     import rffor.solvers.rff as rff_path
@@ -489,14 +497,18 @@ def test_the_selection_scores_by_the_statistic_it_is_given(corrupted, monkeypatc
     from rffor.solvers.selection import select_hyperparameters
 
     _, data = corrupted
+    default = fit_rff(data, loss=Huber(0.3, 2), lam="auto", lams=[1e-2, 1e-3, 1e-4], loss_params="auto", **KW).path
+    assert default.score_name == "midmean"
+    for c in default.candidates:
+        assert c.score == pytest.approx(_midmean(c.errors), rel=1e-12)
     monkeypatch.setattr(rff_path, "select_hyperparameters",
-                        functools.partial(select_hyperparameters, statistic="midmean"))  # fmt: skip
+                        functools.partial(select_hyperparameters, statistic="median"))  # fmt: skip
     res = fit_rff(data, loss=Huber(0.3, 2), lam="auto", lams=[1e-2, 1e-3, 1e-4], loss_params="auto", **KW)
     path = res.path
-    assert path.score_name == "midmean" and len(path.candidates) >= 4
+    assert path.score_name == "median" and len(path.candidates) >= 4
     for c in path.candidates:
-        assert c.score == pytest.approx(score_statistic("midmean")(c.errors), rel=1e-12)
-        assert c.score != pytest.approx(np.median(c.errors), rel=1e-6)
+        assert c.score == pytest.approx(score_statistic("median")(c.errors), rel=1e-12)
+        assert c.score != pytest.approx(_midmean(c.errors), rel=1e-6)
     _walk_is_consistent(path, lambda c: c.errors)
     monkeypatch.setattr(rff_path, "select_hyperparameters",
                         functools.partial(select_hyperparameters, statistic="mode"))  # fmt: skip

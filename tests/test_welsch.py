@@ -136,7 +136,7 @@ def test_the_kappa_walk_starts_at_the_residuals_scale_not_below():
     X, Y, out, xs, F = _location_problem()
     clean, _ = _error(Square(), X[~out], Y[~out], xs, F)
     err, est = _error(Welsch(0.01), X, Y, xs, F, lam="auto", loss_params="auto")
-    scale = math.sqrt(min(est.lam_path_["closed_forms"]["scores"]))  # the square fit's median held-out curve MSE
+    scale = math.sqrt(min(est.lam_path_["closed_forms"]["scores"]))  # the square fit's held-out midmean curve MSE
     assert est.loss_.kappa >= scale * (1 - 1e-12) and 0.25 < scale < 0.4  # the noise's μ_m norm is about 0.3
     assert all(p >= scale * (1 - 1e-12) for p in est.lam_path_["params"])
     assert err <= 2 * clean, (err, clean)
