@@ -606,6 +606,10 @@ def main(argv=None) -> int:
                         "loss (records 'rffor_welsch')")  # fmt: skip
     parser.add_argument("--skip-robust", action="store_true",
                         help="only the baselines (rffor square, Nystroem + Ridge) at the M 'auto' gives")  # fmt: skip
+    parser.add_argument("--baselines-data", nargs="+", choices=("corrupted", "noisy"), default=["corrupted", "noisy"],
+                        help="the baselines' data: 'corrupted' Nystroem + Ridge on the curves with outliers, 'noisy' "
+                        "rffor's square loss and Nystroem + Ridge on the same curves without them (default both; "
+                        "one side alone reruns what a change of the library's rule moved)")  # fmt: skip
     parser.add_argument("--no-baselines", action="store_true",
                         help="only the robust fit (and its oracle): no square loss, no Nystroem + Ridge")  # fmt: skip
     parser.add_argument("--oracle-max-n", type=int, default=300_000, help="oracles up to this n (0: none)")
@@ -725,8 +729,13 @@ def main(argv=None) -> int:
                     if args.no_baselines:
                         continue
                     M = M_auto or int(args.centres[0])
-                    keep(nystroem_ridge(X, Y, X_test, Y_test, args, dict(base, data="corrupted"), M, "corrupted",
-                                        check=n == args.ns[0] and draw == 0))  # fmt: skip
+                    if "corrupted" in args.baselines_data:
+                        keep(nystroem_ridge(X, Y, X_test, Y_test, args, dict(base, data="corrupted"), M, "corrupted",
+                                            check=n == args.ns[0] and draw == 0))  # fmt: skip
+                    if "noisy" not in args.baselines_data:
+                        del X, Y
+                        gc.collect()
+                        continue
                     X, Y = training(args.seed, draw, n, rho, outliers=False)
                     rec, est = rffor_square(X, Y, X_test, Y_test, args, on, dict(base, data="noisy"),
                                             "auto" if M_auto else M)  # fmt: skip
@@ -1172,8 +1181,9 @@ def run_line(run, cpu: str | None = None) -> str:
     a = run.get("args", {})
     what = sorted({(r["method"], r["data"]) for r in run["records"]})
     ns = sorted({r["n"] for r in run["records"]})
-    keys = ("threads", "noise", "first_draw", "draws", "draw_max_n", "centres", "max_centres", "rules", "oracle_max_n",
-            "oracle_lam_min", "oracle_kappas", "cluster_min_n", "store_n", "n_test", "seed")  # fmt: skip
+    keys = ("threads", "loss", "noise", "first_draw", "draws", "draw_max_n", "centres", "max_centres", "rules",
+            "oracle_max_n", "oracle_lam_min", "oracle_kappas", "cluster_min_n", "store_n", "n_test", "seed",
+            "baselines_data")  # fmt: skip
     other = run["info"].get("cpu") not in (None, cpu)
     return (f"- `{run['file']}`: `python {' '.join(run.get('argv') or ['?'])}` ({run['info'].get('date', '?')}, "
             + (f"**on another machine: {run['info']['cpu']}**, " if other else "")
