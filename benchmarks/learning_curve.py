@@ -17,7 +17,8 @@ The benchmark of issues 13 and 25. Data: the nonlinear synthetic curves of MATH.
 Methods, every one selected on the same held-out curves (:class:`rffor.chunked.RowSplit`, about one in 10) by the
 library's rule (:func:`rffor.edge_rule.walk` with :func:`rffor.edge_rule.significantly_better`: a step is taken when
 the held-out score falls by more than :data:`rffor.edge_rule.SIGNIFICANCE` paired standard errors, 0: any fall;
-median curve MSE on corrupted data, mean on noisy data), the winner refitted on all rows:
+the statistic of the held-out curves' MSE :func:`rffor.edge_rule.held_out_statistic` gives, the midmean on corrupted
+data, the mean on noisy data; the median before the study of that statistic), the winner refitted on all rows:
 
 - **rffor robust** (corrupted data): ``FunctionalRegressor(Huber(0.1, 2), solver="rff", input_features="nystrom",
   n_features_x="auto", lam="auto", loss_params="auto", kernel_theta_params="auto")``; from ``--cluster-min-n`` rows
@@ -525,7 +526,7 @@ def oracle(X, Y, est, X_test, Y_test, args, client, robust: bool, checkpoint: Pa
 def nystroem_ridge(X, Y, X_test, Y_test, args, base: dict, n_centres: int, data: str, check: bool = False):
     """scikit-learn's Nystroem(M) features and a ridge regression of every output on them, α by the library's
     held-out rule (:func:`walk_grid`, scored by :func:`rffor.edge_rule.held_out_statistic` of the loss rffor fits to
-    these data: median held-out curve MSE on corrupted data, mean on noisy data), and the
+    these data: the midmean of the held-out curves' MSE on corrupted data, the mean on noisy data), and the
     oracle α of :data:`ORACLE_ALPHAS` on the test curves.
 
     The ridge solutions are those of ``Ridge(alpha, fit_intercept=False, solver="svd")`` (``check=True`` asserts
