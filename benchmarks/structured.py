@@ -108,6 +108,7 @@ from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.model_selection import KFold, train_test_split  # noqa: E402
 
 from rffor import OutputKernelRegressor, OutputKernelRegressorCV  # noqa: E402
+from rffor.edge_rule import held_out_statistic  # noqa: E402
 from rffor.kernels import Gaussian as GaussianX  # noqa: E402
 from rffor.losses import EpsilonInsensitive, EpsilonSVR, Huber, Square  # noqa: E402
 from rffor.output_kernels import Gaussian, Hellinger, Linear  # noqa: E402
@@ -1091,8 +1092,11 @@ def _large_block(data: dict) -> str:
             rows.append([f"{method}, {loss}", *cells])
         loads = [r["load"][0] for r in data["scale"]]
         lines += [
-            f"**More rows**: the rff path with lam='auto' (held-out rows of the store; at most 200,000 rows in the "
-            "selection), M Nyström centres, test Hamming (Λ selected, wall seconds of the whole fit "
+            f"**More rows**: the rff path with lam='auto' (held-out rows of the store, scored by the "
+            f"{held_out_statistic(Huber(LARGE_KAPPA))} of their squared errors for the Huber loss and the mean for the "
+            "square loss, `rffor.edge_rule.held_out_statistic`; the Huber rows were run again when it became the "
+            "midmean, 2026-11-29, the median before; at most 200,000 rows in the selection), M Nyström centres, "
+            "test Hamming (Λ selected, wall seconds of the whole fit "
             f"including the selection; 1-minute load average at the end of the fits {min(loads):.1f}–{max(loads):.1f} "
             "on 2 cores, timings indicative only):",
             "",
