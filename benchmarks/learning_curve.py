@@ -229,15 +229,17 @@ def held_out(n: int) -> np.ndarray:
 #: the held-out rules a run can compare: "new" is the library's, "old" the rule before issue 25 (a step is taken when
 #: it lowers the held-out score by at least 1%, :func:`rffor.edge_rule.improves`), "zK" the paired rule with a
 #: threshold of K standard errors, "m0" any fall of the held-out midmean (the mean of the middle half of the curves'
-#: errors, :data:`rffor.edge_rule.STATISTICS`) where the library takes the median
+#: errors, :data:`rffor.edge_rule.STATISTICS`; the library's statistic since 2026-11-29), "med" any fall of the
+#: held-out median (the library's statistic before)
 RULES = {"new": None, "old": dict(significance=0.0, plateau=0.01), "z0": dict(significance=0.0),
-         "z1": dict(significance=1.0), "z2": dict(significance=2.0), "m0": dict(statistic="midmean")}  # fmt: skip
+         "z1": dict(significance=1.0), "z2": dict(significance=2.0), "m0": dict(statistic="midmean"),
+         "med": dict(statistic="median")}  # fmt: skip
 
 
 #: the rules of the study of the threshold (which falls of the held-out score a step needs) and of the study of the
 #: held-out statistic (the median or the midmean of the curves' errors): each study's table compares its own
-THRESHOLD_RULES = ("old", "z0", "z1", "z2", "new")
-STATISTIC_RULES = ("m0", "new")
+THRESHOLD_RULES = ("old", "z0", "z1", "z2", "med")
+STATISTIC_RULES = ("med", "new")
 
 #: the study's name of the library's rule
 LIBRARY_RULE = f"z{SIGNIFICANCE:g}"
@@ -265,6 +267,28 @@ def record_statistic(r: dict) -> str:
     issue 25's midmean study: the median on corrupted data, the mean on noisy data)."""
     rule = RULES.get(r.get("rule")) or {}
     return r.get("statistic") or rule.get("statistic") or ("median" if r["data"] == "corrupted" else "mean")
+
+
+def library_statistic(r: dict) -> str:
+    """The held-out statistic the library's rule takes now for a record's data (the loss rffor fits to them):
+    :func:`rffor.edge_rule.held_out_statistic` of a robust loss on corrupted data, of the square loss on noisy data."""
+    return held_out_statistic(ROBUST["huber"][0]() if r["data"] == "corrupted" else Square())
+
+
+def rules_as_now(records: list[dict]) -> list[dict]:
+    """The records with each rule named as it is now (before :func:`oracle_probes`): a record of the library's rule
+    ("new") whose statistic the library no longer takes was selected by "med" (any fall of the held-out median, the
+    library's rule until 2026-11-29), and a record of "m0" (any fall of the held-out midmean) by the library's rule
+    now, "new". So what the library's rule selects now and what it selected before are two rules in every table,
+    and a rerun under the new default does not supersede the earlier run's record: they are compared."""
+    out = []
+    for r in records:
+        if r.get("rule") == "new" and record_statistic(r) != library_statistic(r):
+            r = dict(r, rule="med", statistic=record_statistic(r))
+        elif r.get("rule") == "m0" and SIGNIFICANCE == 0 and library_statistic(r) == "midmean":
+            r = dict(r, rule="new", statistic="midmean")
+        out.append(r)
+    return out
 
 
 def _statistics_text(records, data: str) -> str:
@@ -913,12 +937,13 @@ def noisy_table(records, rho: float) -> str:
     return markdown_table(headers, rows)
 
 
-def rules_table(records, method: str = "rffor", compared=None) -> str | None:
+def rules_table(records, method: str = "rffor", compared=None, base: str = "new") -> str | None:
     """The robust fit of ``method`` under every held-out rule a run compared (the same seed, data and centres per
     row: studies on several seeds share the draw numbers; the oracle of each k_Θ the rules selected), and per rule
-    the geometric mean and the worst of its ratio to the oracle of its own k_Θ and of its test NMSE to the library's
-    rule's; ``compared``: only these rules (one study's: a row needs two of them)."""
-    rules = [k for k in ("old", "z0", "z1", "z2", "m0", "new")
+    the geometric mean and the worst of its ratio to the oracle of its own k_Θ and of its test NMSE to the ``base``
+    rule's (the library's; "med" for a study run when the library took the median); ``compared``: only these rules
+    (one study's: a row needs two of them)."""
+    rules = [k for k in ("old", "z0", "z1", "z2", "med", "m0", "new")
              if _group(records, method=method, rule=k) and (compared is None or k in compared)]  # fmt: skip
     if rules == ["new"] or not rules:
         return None
@@ -929,6 +954,10 @@ def rules_table(records, method: str = "rffor", compared=None) -> str | None:
         return (f"{fmt(r['nmse'])} (λ {r['lam']:.0e}, κ {r['kappa']:.3g}, γ_Θ {r['gamma_theta']:.3g}; "
                 f"{r['candidates']} cand.)")  # fmt: skip
 
+    names = {"old": "before: ≥ 1% fall", "new": "the library's rule", "z0": "any fall", "z1": "> 1 paired SE",
+             "z2": "> 2 paired SE", "m0": "midmean, any fall", "med": "median, any fall"}  # fmt: skip
+    names[LIBRARY_RULE] += " (the library's threshold)"
+    names["new"] += f" ({library_statistic(dict(data='corrupted'))}, any fall)"
     rows, ratios, paired = [], {k: [] for k in rules}, {k: [] for k in rules}
     points = {(r["seed"], r["noise"], r["n"], r["draw"], r["centres"])
               for r in _group(records, method=method) if r["rule"] in rules}  # fmt: skip
@@ -938,18 +967,21 @@ def rules_table(records, method: str = "rffor", compared=None) -> str | None:
         if sum(map(bool, got.values())) < 2:
             continue
         got = {k: v[0] if v else None for k, v in got.items()}
-        if got.get("new"):  # each rule's test NMSE against the library's rule's on the same data
+        if got.get(base):  # each rule's test NMSE against the base rule's on the same data
             for k in rules:
                 if got[k]:
-                    paired[k].append(got[k]["nmse"] / got["new"]["nmse"])
-        orc = next((r["oracle_nmse"] for r in got.values() if r and r.get("oracle_nmse")), None)
+                    paired[k].append(got[k]["nmse"] / got[base]["nmse"])
+        lender = next((r for r in got.values() if r and r.get("oracle_nmse")), None)
+        orc = lender["oracle_nmse"] if lender else None
         cells = []
         for k in rules:
             r = got[k]
             if r is None:
                 cells.append("—")
                 continue
-            o = r.get("oracle_nmse") or orc
+            # another fit's oracle only where it is this fit's k_Θ's (progress-log records do not say theirs)
+            same = lender is not None and r.get("gamma_theta") in (None, lender.get("gamma_theta"))
+            o = r.get("oracle_nmse") or (orc if same else None)
             if o:
                 ratios[k].append(r["nmse"] / o)
             cells.append(desc(r) + (f"; {fmt(r['nmse'] / o, 3)}x" if o else ""))
@@ -959,19 +991,19 @@ def rules_table(records, method: str = "rffor", compared=None) -> str | None:
             for r in got.values()
             if r and r.get("oracle_nmse") and r.get("gamma_theta")
         }  # progress-log records have no γ_Θ
-        orc_text = (fmt(orc) if len(by_gamma) < 2
+        gammas = {r["gamma_theta"] for r in got.values() if r and r.get("gamma_theta")}
+        orc_text = (fmt(orc) if len(gammas) < 2 and len(by_gamma) < 2
                     else "; ".join(f"{fmt(o)} (γ_Θ {g:.3g})" for g, o in sorted(by_gamma.items())))  # fmt: skip
         rows.append([seed, f"{rho:g}", f"{n:,}", draw, centres, *cells, orc_text])
+    if not rows:
+        return None
     rows.append(["", "", "", "", "ratio to the oracle: geometric mean (worst)",
                  *[f"{fmt(np.exp(np.mean(np.log(v))), 3)} ({fmt(max(v), 3)})" if v else "—" for v in ratios.values()],
                  ""])  # fmt: skip
-    if len(paired.get("new", ())) > 1:  # the ratio to the oracle of each fit's own k_Θ hides a k_Θ the rule chose worse
-        rows.append(["", "", "", "", "test NMSE / the library's rule's: geometric mean [min–max] (rows)",
+    if len(paired.get(base, ())) > 1:  # the ratio to the oracle of each fit's own k_Θ hides a k_Θ the rule chose worse
+        rows.append(["", "", "", "", f"test NMSE / {names[base]}'s: geometric mean [min–max] (rows)",
                      *[f"{fmt(np.exp(np.mean(np.log(v))), 3)} [{fmt(min(v), 3)}–{fmt(max(v), 3)}] ({len(v)})"
                        if v else "—" for v in paired.values()], ""])  # fmt: skip
-    names = {"old": "before: ≥ 1% fall", "new": "the library's rule", "z0": "any fall", "z1": "> 1 paired SE",
-             "z2": "> 2 paired SE", "m0": "midmean, any fall"}  # fmt: skip
-    names[LIBRARY_RULE] += " (the library's)"
     return markdown_table(["seed", "ρ", "n", "draw", "M", *[names[k] for k in rules], "oracle"], rows)
 
 
@@ -1144,10 +1176,12 @@ def borrowed_oracles(records: list[dict], runs) -> list[dict]:
     that selected k_Θ. So a rerun of the point without an oracle (``--oracle-max-n 0``: after the library's selection
     changed, a fit costs minutes and its oracle hours) whose selection kept the same M and γ_Θ takes the oracle of
     the last default-grid record of that point, M and γ_Θ that has one; ``oracle_from`` names that record's file.
-    A rerun that selects another M or γ_Θ has no oracle (its grid would score other models)."""
+    A rerun that selects another M or γ_Θ has no oracle (its grid would score other models). The lender may have
+    been selected by another rule (after :func:`rules_as_now`, the median's record lends to the midmean's)."""
     default = (ORACLE_LAMS, ORACLE_KAPPAS)
     grids = [oracle_grid(argparse.Namespace(**run.get("args", {}))) for run in runs]
-    key = lambda r: tuple(r.get(k) for k in RECORD_KEYS) + (r.get("n_centres"), r.get("gamma_theta"))  # noqa: E731
+    point = [k for k in RECORD_KEYS if k != "rule"]
+    key = lambda r: tuple(r.get(k) for k in point) + (r.get("n_centres"), r.get("gamma_theta"))  # noqa: E731
     lenders = {key(r): r for r in records if r.get("oracle_nmse") and grids[r["run"]] == default}
     out = []
     for r in records:
@@ -1319,8 +1353,9 @@ def goals(records, study, means_by_rho, floors=None) -> list[str]:
         out.append(f"- Selected within 1.5x of the fixed-grid oracle at every n: {len(ratios) - len(bad)} of "
                    f"{len(ratios)} fits ({verdict}; worst {worst:.3f}x: ρ = "
                    f"{r['noise']:g}, n = {r['n']:,}, draw {r['draw']})"
-                   + (f"; no oracle at n = {', '.join(missing)} (its grid of MM fits on all rows costs more than "
-                      "the time left)" if no_oracle else "") + ".")  # fmt: skip
+                   + (f"; no oracle at n = {', '.join(missing)} (none computed for the k_Θ these fits selected: "
+                      "a grid of MM fits on all rows, run apart, `--oracle-max-n`)" if no_oracle else "")
+                   + ".")  # fmt: skip
     for data, goal in (("noisy", "NMSE ≤ 1.0x and time ≤ 1.5x of Nystroem + Ridge (same M, same rule, noisy data "
                         "without outliers)"), ("corrupted", "≥ 10x better than Nystroem + Ridge on the corrupted "
                                                "data")):  # fmt: skip
@@ -1505,10 +1540,11 @@ def report(runs, fig, floor, logs=()) -> str:
     """The README block from the runs' results: the reported learning curve (the runs of the smallest seed that ran
     the library's rule with M "auto"), the design studies (the runs of any other seed, and ``logs``: records read
     by :func:`study_logs`), the goals, the floor."""
+    raw = [dict(r, run=i, seed=run["args"].get("seed", 0)) for i, run in enumerate(runs) for r in run["records"]]
     records, superseded = latest_records(
         borrowed_oracles(
             oracle_probes(
-                [dict(r, run=i, seed=run["args"].get("seed", 0)) for i, run in enumerate(runs) for r in run["records"]],
+                rules_as_now(raw),
                 runs,
             ),
             runs,
@@ -1517,7 +1553,7 @@ def report(runs, fig, floor, logs=()) -> str:
     )
     seeds = {r["seed"] for r in records if r["method"] == "rffor" and r["centres"] == "auto" and r["rule"] == "new"}
     seed = min(seeds) if seeds else min(r["seed"] for r in records)
-    study = [r for r in records if r["seed"] != seed] + [r for log in logs for r in log["records"]]
+    study = [r for r in records if r["seed"] != seed] + rules_as_now([r for log in logs for r in log["records"]])
     records = [r for r in records if r["seed"] == seed]
     plot(records, fig)
     first = next(run for run in runs if run["args"].get("seed", 0) == seed)
@@ -1604,16 +1640,18 @@ def report(runs, fig, floor, logs=()) -> str:
         sseeds = ", ".join(str(v) for v in sorted({r["seed"] for r in study}))
         parts += ["", f"**Design study of the rule** (seed {sseeds}: other GP curves, training streams and test "
                   "curves than the curve above). What it set: the held-out threshold `SIGNIFICANCE` and the constant "
-                  "c of `n_features_x='auto'`; what it studies for the next setting: the held-out score's statistic "
-                  "(`rffor.edge_rule.held_out_statistic`). Its criterion is how close each selected model comes to "
+                  "c of `n_features_x='auto'`, and the held-out score's statistic on corrupted data "
+                  "(`rffor.edge_rule.held_out_statistic`: the midmean since 2026-11-29, the median before). Its "
+                  "criterion is how close each selected model comes to "
                   "the oracle "
                   "of its data: a study of the selection rule on separate data, not a choice of the reported models "
                   "by their test error (the curve above was run once, after the constants were set)."]  # fmt: skip
-        rt = rules_table(study, "rffor", THRESHOLD_RULES)
+        rt = rules_table(study, "rffor", THRESHOLD_RULES, base="med")
         if rt:
             parts += ["", "The held-out rules on the same data and centres (each fit's test NMSE, its selection, "
                       "and its ratio to the oracle of its k_Θ; 'before': a step taken when the held-out score falls "
-                      "by ≥ 1%, the rule until issue 25):", "", rt]  # fmt: skip
+                      "by ≥ 1%, the rule until issue 25; every rule scored by the held-out median, the library's "
+                      "statistic when this study ran):", "", rt]  # fmt: skip
         ct = centres_table(study)
         if ct:
             parts += ["", "Centres: the robust fit with M fixed (test NMSE; the oracle at that M in brackets):", "",
@@ -1621,12 +1659,18 @@ def report(runs, fig, floor, logs=()) -> str:
         for method, loss in (("rffor", "Huber"), ("rffor_welsch", "Welsch")):
             rt = rules_table(study, method, STATISTIC_RULES)
             if rt:
-                lib = _statistics_text([r for r in study if r["method"] == method], "corrupted")
-                parts += ["", f"The held-out score's statistic with the {loss} loss (a study): each fit's test NMSE, "
-                          "its selection and its ratio to the oracle of its k_Θ under the library's rule as run (the "
-                          f"{lib} of the held-out curves' MSE, any fall) and the same walk on the midmean (the mean "
-                          "of the middle half of the held-out curves' MSE, `rffor.edge_rule.STATISTICS`), the same "
-                          "data and centres:", "", rt]  # fmt: skip
+                parts += ["", f"The held-out score's statistic with the {loss} loss (the study that set it): each "
+                          "fit's test NMSE, its selection and its ratio to the oracle of its k_Θ under the walk "
+                          "scored by the median of the held-out curves' MSE (any fall; the library's rule when the "
+                          "study ran) and by their midmean (the mean of the middle half, `rffor.edge_rule.STATISTICS`; "
+                          "the library's rule since), the same data and centres:", "", rt]  # fmt: skip
+    for method, loss in (("rffor", "Huber"), ("rffor_welsch", "Welsch")):
+        rt = rules_table(records, method, STATISTIC_RULES)
+        if rt:
+            parts += ["", f"**The switch to the midmean on the reported data** ({loss} loss, seed {seed}): each point "
+                      "the reported curve ran under the median (the library's rule until 2026-11-29) and again under "
+                      "the midmean (the curve above), the same data and centres; a record of what the switch changed, "
+                      "not a choice (the statistic was set by the study on other seeds):", "", rt]  # fmt: skip
     parts += ["", "Goals of issue 25 (\"Done when\") these runs answer:", "",
               *goals(records, study, means_by_rho, floors)]  # fmt: skip
     parts += welsch_section(records, floors)

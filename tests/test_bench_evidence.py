@@ -676,13 +676,14 @@ def test_learning_curve_centres_goal_compares_means_with_the_draw_spread():
 
 def test_learning_curve_rules_table_keeps_each_seed_s_draws_apart():
     """Studies on two seeds share draw numbers: each (seed, ρ, n, draw) is its own row with its own oracle, and the
-    per-rule summary is the geometric mean (and worst) of the ratios over all of them."""
+    per-rule summary is the geometric mean (and worst) of the ratios over all of them (records named as after
+    :func:`rules_as_now`: "med" the median's, "new" the library's, the midmean's)."""
     lc = _load("learning_curve", "learning_curve_under_test")
     base = dict(method="rffor_welsch", data="corrupted", noise=0.1, n=3 * 10**4, draw=0, centres="auto")
-    records = [dict(base, seed=1, rule="new", nmse=1.6e-4, oracle_nmse=1.0e-4),
-               dict(base, seed=1, rule="m0", nmse=1.0e-4, oracle_nmse=1.0e-4),
-               dict(base, seed=2, rule="new", nmse=2.0e-4, oracle_nmse=2.0e-4),
-               dict(base, seed=2, rule="m0", nmse=2.5e-4, oracle_nmse=2.0e-4)]  # fmt: skip
+    records = [dict(base, seed=1, rule="med", nmse=1.6e-4, oracle_nmse=1.0e-4),
+               dict(base, seed=1, rule="new", nmse=1.0e-4, oracle_nmse=1.0e-4),
+               dict(base, seed=2, rule="med", nmse=2.0e-4, oracle_nmse=2.0e-4),
+               dict(base, seed=2, rule="new", nmse=2.5e-4, oracle_nmse=2.0e-4)]  # fmt: skip
     table = lc.rules_table(records, "rffor_welsch")
     rows = [line for line in table.splitlines() if line.startswith("| 1 ") or line.startswith("| 2 ")]
     assert len(rows) == 2, table
@@ -690,18 +691,22 @@ def test_learning_curve_rules_table_keeps_each_seed_s_draws_apart():
     summary = table.splitlines()[-1]
     # midmean: 1.0 and 1.25 -> geometric mean sqrt(1.25) = 1.12, worst 1.25; median: 1.6 and 1.0 -> 1.26 (1.6)
     assert "1.12 (1.25)" in table and "1.26 (1.6)" in table, table
-    # against the library's rule on the same data: 1.0/1.6 and 2.5/2.0 -> sqrt(0.625 * 1.25) = 0.884
-    assert "0.884 [0.625–1.25] (2)" in summary and "1 [1–1] (2)" in summary, summary
+    # against the library's rule on the same data: 1.6/1.0 and 2.0/2.5 -> sqrt(1.6 * 0.8) = 1.13
+    assert "1.13 [0.8–1.6] (2)" in summary and "1 [1–1] (2)" in summary, summary
+    assert "the library's rule (midmean, any fall)" in table and "median, any fall" in table
     assert lc.rules_table(records, "rffor") is None  # another method's records are not this table's
     # two k_Θ selected at one point: each oracle with its γ_Θ
-    two = [dict(base, seed=3, rule="new", nmse=2.0e-5, oracle_nmse=1.9e-5, gamma_theta=316.227766017),
-           dict(base, seed=3, rule="m0", nmse=1.5e-5, oracle_nmse=1.5e-5, gamma_theta=100.0)]  # fmt: skip
+    two = [dict(base, seed=3, rule="med", nmse=2.0e-5, oracle_nmse=1.9e-5, gamma_theta=316.227766017),
+           dict(base, seed=3, rule="new", nmse=1.5e-5, oracle_nmse=1.5e-5, gamma_theta=100.0)]  # fmt: skip
     row = lc.rules_table(two, "rffor_welsch").splitlines()[2]
     assert row.endswith("| 1.50e-05 (γ_Θ 100); 1.90e-05 (γ_Θ 316) |") and "1.05x" in row, row
     logged = dict(two[1], rule="z1")  # a progress log's record: no γ_Θ
     del logged["gamma_theta"]
     row = lc.rules_table([two[0], logged], "rffor_welsch").splitlines()[2]
     assert row.endswith("| 1.50e-05 |"), row  # one oracle: the first rule's
+    # a fit without an oracle of its own takes another rule's only for the same k_Θ
+    row = lc.rules_table([two[0], dict(two[1], oracle_nmse=None)], "rffor_welsch").splitlines()[2]
+    assert "1.05x" in row and row.count("x |") == 1 and row.endswith("| 1.90e-05 (γ_Θ 316) |"), row
     # each study's table compares its own rules: a threshold rule's fit is not a column of the statistic's table
     records.append(dict(base, seed=1, rule="z1", nmse=1.2e-4, oracle_nmse=1.0e-4))
     assert "> 1 paired SE" in lc.rules_table(records, "rffor_welsch")
@@ -709,7 +714,35 @@ def test_learning_curve_rules_table_keeps_each_seed_s_draws_apart():
     assert "midmean" not in lc.rules_table(records, "rffor_welsch", lc.THRESHOLD_RULES)
     # a study without the library's rule (a progress log of other rules): no paired row, no error
     others = [dict(base, seed=1, rule=k, nmse=v, oracle_nmse=1.0e-4) for k, v in (("z1", 1.2e-4), ("old", 1.5e-4))]
-    assert "library's rule's" not in lc.rules_table(others, "rffor_welsch")
+    assert "test NMSE /" not in lc.rules_table(others, "rffor_welsch")
+    two_draws = [dict(r, draw=d) for d in (0, 1) for r in [*others, dict(others[0], rule="med")]]
+    assert "test NMSE / median, any fall's" in lc.rules_table(two_draws, "rffor_welsch", base="med")
+    assert lc.rules_table([dict(base, seed=1, rule="med", nmse=1e-4)], "rffor_welsch", lc.STATISTIC_RULES) is None
+
+
+def test_learning_curve_rules_are_named_as_they_are_now():
+    """After the switch of the held-out statistic: a record of the library's rule selected by the median (saved, or
+    a record of before that field on corrupted data) is the rule "med", one of "m0" (the midmean) is the library's
+    "new"; noisy data keep the mean and their rule; and the median's record lends its oracle to the midmean's rerun
+    of the point when it selected the same M and k_Θ, not otherwise."""
+    lc = _load("learning_curve", "learning_curve_under_test")
+    base = dict(method="rffor", data="corrupted", noise=0.1, n=10**4, draw=0, centres="auto", seed=0)
+    old, saved = dict(base, rule="new"), dict(base, rule="new", statistic="median")
+    study, now = dict(base, rule="m0"), dict(base, rule="new", statistic="midmean")
+    noisy = dict(base, method="rffor_square", data="noisy", rule="new")
+    got = lc.rules_as_now([old, saved, study, now, noisy, dict(base, rule="z1")])
+    assert [r["rule"] for r in got] == ["med", "med", "new", "new", "new", "z1"]
+    assert [lc.record_statistic(r) for r in got[:5]] == ["median", "median", "midmean", "midmean", "mean"]
+    runs = [{"file": "a.json", "args": {}}, {"file": "b.json", "args": {}}]
+    point = dict(n_centres=500, gamma_theta=100.0, nmse=1e-4)
+    med = dict(old, **point, run=0, oracle_nmse=9e-5, oracle_lam=1e-10, oracle_kappa=0.1)
+    rerun = dict(now, **point, run=1)
+    lent = lc.borrowed_oracles(lc.rules_as_now([med, rerun]), runs)
+    assert lent[1]["oracle_nmse"] == 9e-5 and lent[1]["oracle_from"] == "a.json" and lent[1]["rule"] == "new"
+    other = lc.borrowed_oracles(lc.rules_as_now([med, dict(rerun, gamma_theta=316.227766017)]), runs)
+    assert not other[1].get("oracle_nmse")
+    kept, _ = lc.latest_records(lc.rules_as_now([med, rerun]), runs)
+    assert len(kept) == 2  # the rerun under the new rule supersedes nothing: both are compared
 
 
 def test_learning_curve_contamination_floor_of_the_welsch_loss_is_below_huber_s():
