@@ -875,7 +875,7 @@ def learning_table(records, rho: float, method: str = "rffor") -> tuple[str, dic
     ns = sorted({r["n"] for r in _group(records, method=method, noise=rho, centres="auto", rule="new")})
     for n in ns:
         f = _group(records, method=method, noise=rho, centres="auto", rule="new", n=n)
-        b = _group(records, method="nystroem_ridge", noise=rho, data="corrupted", n=n)
+        b = _group(records, method="nystroem_ridge", rule="new", noise=rho, data="corrupted", n=n)
         e = [r["nmse"] for r in f]
         means[n] = (float(np.mean(e)), float(np.max(e) - np.min(e)) if len(e) > 1 else None)
         ratios = [r["nmse"] / r["oracle_nmse"] for r in f if r.get("oracle_nmse")]
@@ -920,7 +920,7 @@ def noisy_table(records, rho: float) -> str:
     rows = []
     for n in sorted({r["n"] for r in _group(records, method="rffor_square", noise=rho)}):
         f = _group(records, method="rffor_square", noise=rho, n=n)
-        b = _group(records, method="nystroem_ridge", noise=rho, data="noisy", n=n)
+        b = _group(records, method="nystroem_ridge", rule="new", noise=rho, data="noisy", n=n)
         if not b:
             continue
         fe, be = [r["nmse"] for r in f], [r["nmse"] for r in b]
@@ -1361,8 +1361,10 @@ def goals(records, study, means_by_rho, floors=None) -> list[str]:
                                                "data")):  # fmt: skip
         cells = []
         for rho in means_by_rho:
-            for n in sorted({r["n"] for r in _group(records, method="nystroem_ridge", data=data, noise=rho)}):
-                b = _group(records, method="nystroem_ridge", data=data, noise=rho, n=n)
+            for n in sorted(
+                {r["n"] for r in _group(records, method="nystroem_ridge", rule="new", data=data, noise=rho)}
+            ):
+                b = _group(records, method="nystroem_ridge", rule="new", data=data, noise=rho, n=n)
                 f = (_group(records, method="rffor_square", noise=rho, n=n) if data == "noisy"
                      else _group(records, method="rffor", rule="new", centres="auto", noise=rho, n=n))  # fmt: skip
                 if not f:
@@ -1414,9 +1416,21 @@ def plot(records, path: Path) -> None:
             "C6",
             "D-",
         ),  # fmt: skip
-        (dict(method="nystroem_ridge", data="corrupted"), "nmse", "Nystroem + Ridge (corrupted)", "C1", "^-"),
+        (
+            dict(method="nystroem_ridge", rule="new", data="corrupted"),
+            "nmse",
+            "Nystroem + Ridge (corrupted)",
+            "C1",
+            "^-",
+        ),
         (dict(method="rffor_square"), "nmse", "rffor square (noisy, no outliers)", "C2", "s--"),
-        (dict(method="nystroem_ridge", data="noisy"), "nmse", "Nystroem + Ridge (noisy, no outliers)", "C3", "v--"),
+        (
+            dict(method="nystroem_ridge", rule="new", data="noisy"),
+            "nmse",
+            "Nystroem + Ridge (noisy, no outliers)",
+            "C3",
+            "v--",
+        ),
     ]
     for ax, rho in zip(axes, rhos, strict=False):
         for match, key, label, color, style in series:
