@@ -1007,6 +1007,17 @@ def rules_table(records, method: str = "rffor", compared=None, base: str = "new"
     return markdown_table(["seed", "ρ", "n", "draw", "M", *[names[k] for k in rules], "oracle"], rows)
 
 
+def statistic_tables(records, intro) -> list[str]:
+    """One :func:`rules_table` per robust loss of its fits under the median and the midmean (:data:`STATISTIC_RULES`),
+    each after the paragraph ``intro(loss name)``; none for a loss without both."""
+    parts = []
+    for method, loss in (("rffor", "Huber"), ("rffor_welsch", "Welsch")):
+        rt = rules_table(records, method, STATISTIC_RULES)
+        if rt:
+            parts += ["", intro(loss), "", rt]
+    return parts
+
+
 def centres_table(records, method: str = "rffor") -> str | None:
     """The robust fit of ``method`` at fixed M (beside "auto" where run), under each rule run: test NMSE (mean over
     the draws that every M of the row ran) and that of the oracle per n and M."""
@@ -1670,21 +1681,17 @@ def report(runs, fig, floor, logs=()) -> str:
         if ct:
             parts += ["", "Centres: the robust fit with M fixed (test NMSE; the oracle at that M in brackets):", "",
                       ct]  # fmt: skip
-        for method, loss in (("rffor", "Huber"), ("rffor_welsch", "Welsch")):
-            rt = rules_table(study, method, STATISTIC_RULES)
-            if rt:
-                parts += ["", f"The held-out score's statistic with the {loss} loss (the study that set it): each "
-                          "fit's test NMSE, its selection and its ratio to the oracle of its k_Θ under the walk "
-                          "scored by the median of the held-out curves' MSE (any fall; the library's rule when the "
-                          "study ran) and by their midmean (the mean of the middle half, `rffor.edge_rule.STATISTICS`; "
-                          "the library's rule since), the same data and centres:", "", rt]  # fmt: skip
-    for method, loss in (("rffor", "Huber"), ("rffor_welsch", "Welsch")):
-        rt = rules_table(records, method, STATISTIC_RULES)
-        if rt:
-            parts += ["", f"**The switch to the midmean on the reported data** ({loss} loss, seed {seed}): each point "
-                      "the reported curve ran under the median (the library's rule until 2026-11-29) and again under "
-                      "the midmean (the curve above), the same data and centres; a record of what the switch changed, "
-                      "not a choice (the statistic was set by the study on other seeds):", "", rt]  # fmt: skip
+        parts += statistic_tables(study, lambda loss: (
+            f"The held-out score's statistic with the {loss} loss (the study that set it): each fit's test NMSE, "
+            "its selection and its ratio to the oracle of its k_Θ under the walk scored by the median of the "
+            "held-out curves' MSE (any fall; the library's rule when the study ran) and by their midmean (the mean "
+            "of the middle half, `rffor.edge_rule.STATISTICS`; the library's rule since), the same data and "
+            "centres:"))  # fmt: skip
+    parts += statistic_tables(records, lambda loss: (
+        f"**The switch to the midmean on the reported data** ({loss} loss, seed {seed}): each point the reported "
+        "curve ran under the median (the library's rule until 2026-11-29) and again under the midmean (the curve "
+        "above), the same data and centres; a record of what the switch changed, not a choice (the statistic was "
+        "set by the study on other seeds):"))  # fmt: skip
     parts += ["", "Goals of issue 25 (\"Done when\") these runs answer:", "",
               *goals(records, study, means_by_rho, floors)]  # fmt: skip
     parts += welsch_section(records, floors)
