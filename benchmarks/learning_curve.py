@@ -1331,7 +1331,7 @@ def goals(records, study, means_by_rho, floors=None) -> list[str]:
         out += _time_line(big)
         if 10_000_000 in means:
             ok = 1_000_000 in means and means[10_000_000][0] < means[1_000_000][0]
-            z = _group(records, method="rffor", noise=rho, n=10_000_000)
+            z = _group(records, method="rffor", centres="auto", rule="new", noise=rho, n=10_000_000)
             fl = [_floor_of(floors or {}, rho, g["kappa"]) for g in z + big]
             within = ""
             if ok and all(fl):  # a fall smaller than the floor's standard error says little
@@ -1521,7 +1521,7 @@ def welsch_section(records, floors: dict) -> list[str]:
         big = _group(records, method="rffor_welsch", centres="auto", rule="new", noise=rho, n=1_000_000)
         out += _time_line(big)
         if 10_000_000 in means:
-            z = _group(records, method="rffor_welsch", noise=rho, n=10_000_000)
+            z = _group(records, method="rffor_welsch", centres="auto", rule="new", noise=rho, n=10_000_000)
             ok = 1_000_000 in means and means[10_000_000][0] < means[1_000_000][0]
             out.append(f"  - 10⁷ from a Zarr store below 10⁶: {'met' if ok else '**NOT met**'}; "
                        f"{z[0]['seconds'] / 60:.1f} min at load {_load(z)} "

@@ -778,3 +778,19 @@ def test_learning_curve_welsch_goals_are_read_from_its_own_records():
     assert "11.7 min" in text and "**NOT met**; shared machine)" in text  # the 10⁶ fit's time
     recs[4]["nmse"] = 2.5e-4  # a draw that spreads 10⁵ wider than the fall from 10⁴
     assert "**NOT** below by more than" in "\n".join(lc.welsch_section(recs, {}))
+
+
+def test_learning_curve_store_goal_quotes_the_library_rule_s_fit():
+    """Beside a 10⁷ fit selected by the median (rule "med", kept for the switch's comparison), the goal "10⁷ from a
+    Zarr store" quotes the library's rule's own fit: its time, its comparison with 10⁶ (both losses)."""
+    lc = _load("learning_curve", "learning_curve_under_test")
+    for method, section in (("rffor", lambda r: lc.goals(r, [], {0.1: lc.learning_table(r, 0.1)[1]})),
+                            ("rffor_welsch", lambda r: lc.welsch_section(r, {}))):  # fmt: skip
+        base = dict(method=method, data="corrupted", noise=0.1, centres="auto", n_centres=2000, lam=1e-12,
+                    kappa=0.2, gamma_theta=100.0, draw=0)  # fmt: skip
+        recs = [dict(base, rule="new", n=10**6, nmse=2e-5, seconds=300.0),
+                dict(base, rule="med", n=10**7, nmse=3e-5, seconds=3900.0),
+                dict(base, rule="new", n=10**7, nmse=1e-5, seconds=1200.0)]  # fmt: skip
+        text = "\n".join(section(recs))
+        assert "10⁷ from a Zarr store below 10⁶: met; 20.0 min" in text, text
+        assert "65.0 min" not in text
