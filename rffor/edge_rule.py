@@ -118,7 +118,7 @@ def improves(new: float, old: float, plateau: float = PLATEAU) -> bool:
 
 
 def paired_gain(
-    new: np.ndarray, old: np.ndarray, statistic: str = "median", *, n_boot: int = BOOTSTRAP_SAMPLES, seed: int = 0
+    new: np.ndarray, old: np.ndarray, statistic: str, *, n_boot: int = BOOTSTRAP_SAMPLES, seed: int = 0
 ) -> tuple[float, float]:
     """How much a score falls from one candidate to another on the same held-out curves, and the standard error of
     that fall.
@@ -134,6 +134,7 @@ def paired_gain(
     new, old : ndarray of shape (n_curves,)
         Per-curve errors of the two candidates on the same curves, in the same order.
     statistic : {"median", "mean", "midmean"}
+        No default on purpose: the library's statistic depends on the loss (:func:`held_out_statistic`).
     n_boot : int
     seed : int
 
@@ -159,7 +160,7 @@ def paired_gain(
 def significantly_better(
     new: np.ndarray,
     old: np.ndarray,
-    statistic: str = "median",
+    statistic: str,
     *,
     significance: float = SIGNIFICANCE,
     plateau: float = 0.0,

@@ -455,7 +455,7 @@ def test_paired_gain_is_the_fall_of_the_score_and_its_standard_error():
     with pytest.raises(ValueError, match="statistic"):
         paired_gain(new, old, "mode")
     with pytest.raises(ValueError, match="1-D"):
-        paired_gain(new, old[:10])
+        paired_gain(new, old[:10], "midmean")
 
 
 def test_the_midmean_keeps_a_mean_s_precision_where_the_median_cannot_rank_two_candidates():
