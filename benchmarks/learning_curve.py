@@ -383,12 +383,15 @@ def rffor_square(X, Y, X_test, Y_test, args, client, base: dict, centres):
     return rec, est
 
 
-def oracle_checkpoint_path(args, rho: float, n: int, draw: int, gamma_theta: float) -> Path | None:
-    """Where the robust oracle of one point (seed, ρ, n, draw, loss) and k_Θ (its γ_Θ: two rules of one run may
-    select two, each with its own oracle) keeps its checkpoint; None without ``--oracle-checkpoint``."""
+def oracle_checkpoint_path(
+    args, rho: float, n: int, draw: int, gamma_theta: float, kind: str = "oracle"
+) -> Path | None:
+    """Where the robust oracle (``kind`` "oracle") or the neighbours (:func:`neighbours`, ``kind`` "neighbours") of
+    one point (seed, ρ, n, draw, loss) and k_Θ (its γ_Θ: two rules of one run may select two, each with its own
+    oracle) keep their checkpoint; None without ``--oracle-checkpoint``."""
     if args.oracle_checkpoint is None:
         return None
-    name = f"oracle_{args.loss}_seed{args.seed}_rho{rho:g}_n{n}_draw{draw}_gtheta{gamma_theta:.6g}.npz"
+    name = f"{kind}_{args.loss}_seed{args.seed}_rho{rho:g}_n{n}_draw{draw}_gtheta{gamma_theta:.6g}.npz"
     return Path(args.oracle_checkpoint) / name
 
 
@@ -547,6 +550,113 @@ def oracle(X, Y, est, X_test, Y_test, args, client, robust: bool, checkpoint: Pa
     return rec
 
 
+#: the selection's neighbours of :func:`neighbours`, in the order fitted, as (λ factor, κ factor): λ one decade
+#: either side (the oracle's λ step), then κ one step of the oracle's κ grid (√10) either side; the two λ neighbours
+#: share the gradient at the selected model (the same loss)
+NEIGHBOUR_STEPS = ((0.1, 1.0), (10.0, 1.0), (1.0, float(np.sqrt(10.0))), (1.0, float(1 / np.sqrt(10.0))))
+
+
+def neighbour_points(lam: float, kappa: float) -> list[tuple[float, float]]:
+    """The (λ, κ) of the neighbours of the selected model at (``lam``, ``kappa``) (:data:`NEIGHBOUR_STEPS`)."""
+    return [(lam * a, kappa * b) for a, b in NEIGHBOUR_STEPS]
+
+
+def neighbours(X, Y, est, X_test, Y_test, args, client, checkpoint: Path | None = None) -> dict:
+    """The selected model against its four neighbours (:func:`neighbour_points`: λ ×10 and ÷10, κ ×√10 and ÷√10),
+    each fitted on all n rows by MM passes from the selected model ``est.coef_`` to the oracle's tolerance (a
+    relative decrease below 1e-6, at most 300 passes), scored on the test curves: for the report only.
+
+    Where the fixed grid of :func:`oracle` costs more than a day (10⁷ rows here: 12–35 h), this is what a test
+    curve can still say about the selection: whether one step of λ or κ away from it is better. It certifies
+    nothing beyond those four points (not an oracle: a model far from the selection is not looked at). The MM
+    metric is the library's refit's: the feature covariance of the selection's rows (all rows up to
+    ``selection_rows``, else whole chunks spread over the data, :func:`rffor.chunked.spread_chunks`).
+
+    With ``checkpoint``, every fitted neighbour is saved there atomically; a later call on the same point replays
+    them and fits the rest (each neighbour starts from the selected model, so none depends on another's model).
+
+    Returns
+    -------
+    dict
+        ``neighbour_nmse`` (the best neighbour's test NMSE), ``neighbour_lam``, ``neighbour_kappa``,
+        ``neighbours`` (every neighbour: lam, kappa, nmse, passes), ``neighbour_passes``, ``neighbour_seconds``,
+        ``neighbour_metric_rows``.
+    """
+    from rffor import checkpoint as ckpt_io
+    from rffor.chunked import ArrayData, as_data, spread_chunks
+    from rffor.executor import make_executor
+    from rffor.outputs import CurveGrid
+    from rffor.settings import RFSettings
+    from rffor.solvers.maps import FitMaps, make_output_map
+    from rffor.solvers.mm import SquareMetric, grad_task, mm_minimize
+    from rffor.solvers.prediction import predict
+    from rffor.solvers.sums import sample_session, sums_task
+
+    tic = time.perf_counter()
+    data = ArrayData(X, Y, np.linspace(0, 1, Y.shape[1])) if Y is not None else as_data(X)
+    settings = RFSettings(input_features="nystrom").resolved(Square())
+    out = make_output_map(CurveGrid(data.theta), est.kernel_theta_, settings, est.random_state_)
+    phi, B0 = est.input_features_, np.asarray(est.coef_, dtype=np.float64)
+    own = nmse(Y_test, predict(B0, phi, out.Phi_theta, X_test))
+    if not np.isclose(own, nmse(Y_test, est.predict(X_test)), rtol=1e-6, atol=0.0):
+        raise ValueError("neighbours: the selected model's coefficients do not reproduce its predictions in the "
+                         "oracle's output factor (another output map?)")  # fmt: skip
+    points = neighbour_points(float(est.lam_), float(est.loss_.kappa))
+    fp = _oracle_fingerprint(data, est, tuple(p[0] for p in points), tuple(p[1] for p in points))
+    fp["start"] = dict(lam=float(est.lam_), kappa=float(est.loss_.kappa), coef_sum=float(B0.sum()))
+    history, prior = [], dict(passes=0, seconds=0.0)
+    if checkpoint is not None:
+        got = ckpt_io.load_for_resume(checkpoint, fp)
+        if got is not None:
+            history = list(got.history)
+            prior = dict(passes=history[-1]["passes"], seconds=history[-1]["seconds"])
+            print(f"  neighbours: resuming {checkpoint} after {len(history)} fitted", flush=True)
+    cap = RFSettings().selection_rows
+    chunks = None if cap is None or data.n <= cap else spread_chunks(data, cap)
+    passes, shared = prior["passes"], {}
+    executor = make_executor(data, client=client)
+    with executor.open(data, None) as run:
+        maps = run.share(
+            FitMaps(phi, out.Phi_theta, uuid.uuid4().hex, RFSettings().feature_cache, CurveGrid(data.theta))
+        )
+        with sample_session(run, data, chunks) as (over, sample):
+            sums = over.reduce(sums_task, maps, chunks=sample, label="neighbours: the metric's covariance")
+        metric = SquareMetric.from_sums(sums, out.C_theta, float(est.lam_))
+        for i, (lam, kappa) in enumerate(points):
+            if i < len(history):  # fitted by an earlier run
+                continue
+            loss = est.loss_.with_param(kappa)
+
+            def gradient_pass(B, loss=loss):
+                handle = run.share(np.ascontiguousarray(B))
+                try:
+                    return run.reduce(grad_task, maps, handle, loss, label="neighbours: pass")
+                finally:
+                    run.release(handle)
+
+            # the gradient sums at the selected model depend on the loss, not on λ: the λ neighbours share them
+            first = kappa not in shared
+            if first:
+                shared[kappa] = gradient_pass(B0)
+            B, _, p, _ = mm_minimize(metric, lam, B0, gradient_pass, 1e-6, 300, shared[kappa])
+            p += int(first)
+            passes += p
+            e = nmse(Y_test, predict(B, phi, out.Phi_theta, X_test))
+            history.append(dict(lam=lam, kappa=kappa, nmse=e, own_passes=p, passes=passes,
+                                seconds=prior["seconds"] + time.perf_counter() - tic))  # fmt: skip
+            if checkpoint is not None:
+                ckpt_io.save(checkpoint, {"B": B}, len(history) - 1, history, {"fingerprint": fp})
+            print(f"  neighbour (λ {lam:.3g}, κ {kappa:.3g}): test NMSE {e:.4e} (selected {own:.4e}) after {p} "
+                  f"passes; {history[-1]['seconds'] / 60:.1f} min in all", flush=True)  # fmt: skip
+        run.release(maps)
+    best = min(history, key=lambda h: h["nmse"])
+    return dict(neighbour_nmse=best["nmse"], neighbour_lam=best["lam"], neighbour_kappa=best["kappa"],
+                neighbours=[dict(lam=h["lam"], kappa=h["kappa"], nmse=h["nmse"], passes=h["own_passes"])
+                            for h in history],
+                neighbour_passes=passes, neighbour_seconds=prior["seconds"] + time.perf_counter() - tic,
+                neighbour_metric_rows=int(sums.n))  # fmt: skip
+
+
 def nystroem_ridge(X, Y, X_test, Y_test, args, base: dict, n_centres: int, data: str, check: bool = False):
     """scikit-learn's Nystroem(M) features and a ridge regression of every output on them, α by the library's
     held-out rule (:func:`walk_grid`, scored by :func:`rffor.edge_rule.held_out_statistic` of the loss rffor fits to
@@ -648,6 +758,11 @@ def main(argv=None) -> int:
                         help="directory of the robust oracles' checkpoints: an interrupted oracle resumes from its "
                         "last scored (λ, κ) when the same point runs again, also with a lower --oracle-lam-min "
                         "(default: none)")  # fmt: skip
+    parser.add_argument("--neighbours", action="store_true",
+                        help="also fit every robust selection's four neighbours (λ ×10, ÷10; κ ×√10, ÷√10) on all "
+                        "rows from the selected model and score them on the test curves (neighbours(): a check of "
+                        "local optimality for the report where no oracle is affordable, never a choice; "
+                        "checkpointed in --oracle-checkpoint)")  # fmt: skip
     parser.add_argument("--verbose", type=int, default=1, help="rffor's progress messages (0: none)")
     parser.add_argument("--cluster-min-n", type=int, default=100_000, help="fit on a 2-worker LocalCluster from n")
     parser.add_argument("--store-n", type=int, default=0, help="also fit n rows from a Zarr store (0: no)")
@@ -749,6 +864,9 @@ def main(argv=None) -> int:
                                     ckpt = oracle_checkpoint_path(args, rho, n, draw, g)
                                     oracles[g] = oracle(X, Y, est, X_test, Y_test, args, on, True, ckpt)
                                 rec.update(oracles[g])
+                            if args.neighbours:
+                                ckpt = oracle_checkpoint_path(args, rho, n, draw, rec["gamma_theta"], "neighbours")
+                                rec.update(neighbours(X, Y, est, X_test, Y_test, args, on, ckpt))
                             keep(rec)
                             del est
                     if args.no_baselines:
@@ -787,6 +905,9 @@ def main(argv=None) -> int:
                     if args.store_n <= args.oracle_max_n:
                         ckpt = oracle_checkpoint_path(args, rho, args.store_n, 0, rec["gamma_theta"])
                         rec.update(oracle(ds, None, est, X_test, Y_test, args, client, robust=True, checkpoint=ckpt))
+                    if args.neighbours:
+                        ckpt = oracle_checkpoint_path(args, rho, args.store_n, 0, rec["gamma_theta"], "neighbours")
+                        rec.update(neighbours(ds, None, est, X_test, Y_test, args, client, ckpt))
                     rec.update(zarr=True, write_seconds=write_s)
                     keep(rec)
                 finally:
