@@ -27,6 +27,9 @@ data, the mean on noisy data; the median before the study of that statistic), th
   decades, κ 10^-2.5 … 1 by half decades) fitted on all n rows by MM passes (each λ path warm-started from its
   larger neighbour; a path stops two values past its best test error, and κ two values past the best κ), scored on
   the clean test curves. Never used to choose anything;
+- **its neighbours** (``--neighbours``; where the oracle's grid costs more than a day, 10⁷ rows): the selected model
+  against λ ×10 and ÷10 and κ ×√10 and ÷√10, each fitted on all n rows by MM passes from the selected model and
+  scored on the test curves (:func:`neighbours`): a check of local optimality for the report, not an oracle;
 - **rffor square** (noisy data without outliers): the square loss, λ, γ_Θ and M selected alike; its oracle: the
   closed forms of λ 1e-3 … 1e-15 on all rows;
 - **Nystroem + Ridge** (scikit-learn): ``Nystroem(M)`` with rffor's M (its own uniform draw of centres) and a ridge
@@ -59,6 +62,10 @@ Usage::
         --oracle-max-n 1000000 --oracle-lam-min 1e-16 --oracle-kappas 0.316227766017 0.1 --no-baselines \
         --no-readme --name welsch_o001_1e6_lam16       # a probe past the oracle grid's edge: --report-only folds
                                                        # it into the oracle of the point it probes (oracle_probes)
+    python benchmarks/learning_curve.py --threads 2 --loss welsch --noise 0.1 --ns --store-n 10000000 --store-dir /tmp \
+        --no-baselines --oracle-max-n 0 --neighbours --oracle-checkpoint CKPT --no-readme \
+        --name mid_welsch_store01_neighbours              # the 10⁷ fit again, and its neighbours: --report-only
+                                                          # folds them into the point's own run (neighbour_runs)
     python benchmarks/learning_curve.py --report-only benchmarks/results/learning_curve_{study_seed1,r001_a,...}.json
     python benchmarks/learning_curve.py --quick
 """
@@ -561,10 +568,13 @@ def neighbour_points(lam: float, kappa: float) -> list[tuple[float, float]]:
     return [(lam * a, kappa * b) for a, b in NEIGHBOUR_STEPS]
 
 
-def neighbours(X, Y, est, X_test, Y_test, args, client, checkpoint: Path | None = None) -> dict:
+def neighbours(
+    X, Y, est, X_test, Y_test, args, client, checkpoint: Path | None = None, tol: float = 1e-6, max_passes: int = 300
+) -> dict:
     """The selected model against its four neighbours (:func:`neighbour_points`: λ ×10 and ÷10, κ ×√10 and ÷√10),
-    each fitted on all n rows by MM passes from the selected model ``est.coef_`` to the oracle's tolerance (a
-    relative decrease below 1e-6, at most 300 passes), scored on the test curves: for the report only.
+    each fitted on all n rows by MM passes from the selected model ``est.coef_`` until the bound promises a
+    relative decrease below ``tol`` (the oracle's 1e-6; at most ``max_passes``), scored on the test curves: for the
+    report only.
 
     Where the fixed grid of :func:`oracle` costs more than a day (10⁷ rows here: 12–35 h), this is what a test
     curve can still say about the selection: whether one step of λ or κ away from it is better. It certifies
@@ -638,7 +648,7 @@ def neighbours(X, Y, est, X_test, Y_test, args, client, checkpoint: Path | None 
             first = kappa not in shared
             if first:
                 shared[kappa] = gradient_pass(B0)
-            B, _, p, _ = mm_minimize(metric, lam, B0, gradient_pass, 1e-6, 300, shared[kappa])
+            B, _, p, _ = mm_minimize(metric, lam, B0, gradient_pass, tol, max_passes, shared[kappa])
             p += int(first)
             passes += p
             e = nmse(Y_test, predict(B, phi, out.Phi_theta, X_test))
@@ -1020,11 +1030,15 @@ def learning_table(records, rho: float, method: str = "rffor") -> tuple[str, dic
                         + (f" (the oracle of `{r['oracle_from']}`: the same data, centres and k_Θ)"
                            if r.get("oracle_from") else "")
                         for r in f if r.get("oracle_nmse"))  # fmt: skip
+        near = [r for r in f if r.get("neighbours") and not r.get("oracle_nmse")]
+        orc = "; ".join(filter(None, [orc, *(_neighbour_text(r) for r in near)]))
         rows.append([
             f"{n:,}" + (" (Zarr)" if any(r.get("zarr") for r in f) else ""), len(f), f[0]["n_centres"],
             _spread(e), sel,
             _spread([r["oracle_nmse"] for r in f if r.get("oracle_nmse")]) if ratios else "—", orc or "—",
-            " / ".join(which(r) + f"{r['nmse'] / r['oracle_nmse']:.3f}" for r in f if r.get("oracle_nmse")) or "—",
+            " / ".join([which(r) + f"{r['nmse'] / r['oracle_nmse']:.3f}" for r in f if r.get("oracle_nmse")]
+                       + [f"— (selected / best neighbour {r['nmse'] / r['neighbour_nmse']:.3f})" for r in near])
+            or "—",
             _spread([r["seconds"] for r in f]), _load(f),
             _spread([r["nmse"] for r in b]) if b else "—",
             fmt(np.mean([r["nmse"] for r in b]) / np.mean(e), 3) if b else "—",
@@ -1293,6 +1307,70 @@ def oracle_probes(records: list[dict], runs) -> list[dict]:
     return out
 
 
+#: a record's neighbours (:func:`neighbours`): what :func:`neighbour_runs` folds into the fit they are of
+NEIGHBOUR_FIELDS = ("neighbour_nmse", "neighbour_lam", "neighbour_kappa", "neighbours", "neighbour_passes",
+                    "neighbour_seconds", "neighbour_metric_rows")  # fmt: skip
+
+
+def neighbour_runs(records: list[dict], runs) -> list[dict]:
+    """The records with the neighbours (:func:`neighbours`) of a run of ``--neighbours`` folded into the other runs'
+    records of the same point (:data:`RECORD_KEYS`) and its neighbours' record dropped: that run fitted the same
+    model again (checked: the same λ, κ and γ_Θ and the test NMSE within :data:`PROBE_RTOL`, else ``ValueError``),
+    to look at its neighbours, so the point's reported fit and time stay those of its own run. A point that only a
+    ``--neighbours`` run gives keeps that record."""
+    key = lambda r: tuple(r.get(k) for k in RECORD_KEYS)  # noqa: E731
+    plain = {key(r) for r in records if not r.get("neighbours")}
+    folded = {key(r): r for r in records if r.get("neighbours") and key(r) in plain}
+    out = []
+    for r in records:
+        if r.get("neighbours") and key(r) in plain:
+            continue
+        nb = folded.get(key(r))
+        if nb is not None:
+            same = np.isclose(nb["nmse"], r["nmse"], rtol=PROBE_RTOL, atol=0.0) and all(
+                nb.get(k) == r.get(k) for k in ("lam", "kappa", "gamma_theta")
+            )
+            if not same:
+                raise ValueError(
+                    f"the neighbours in {runs[nb['run']]['file']!r} are not of the fit in {runs[r['run']]['file']!r} "
+                    f"(test NMSE {nb['nmse']!r} against {r['nmse']!r}, λ {nb.get('lam')!r} against "
+                    f"{r.get('lam')!r}, κ {nb.get('kappa')!r} against {r.get('kappa')!r}): another selection"
+                )
+            r = dict(r, **{f: nb[f] for f in NEIGHBOUR_FIELDS if f in nb}, neighbours_from=runs[nb["run"]]["file"])
+        out.append(r)
+    return out
+
+
+def _neighbour_goal(fits: list[dict]) -> str:
+    """The goal line's words on the fits without an oracle whose neighbours were fitted (:func:`neighbours`)."""
+    near = [r for r in fits if r.get("neighbours") and not r.get("oracle_nmse")]
+    if not near:
+        return ""
+    return (
+        "; without an oracle, the selection against its four neighbours (λ ×10, ÷10; κ ×√10, ÷√10; each fitted on "
+        "all rows from the selected model: a local check, not the fixed grid): "
+        + ", ".join(
+            f"n = {r['n']:,}, ρ = {r['noise']:g}: selected / best neighbour {r['nmse'] / r['neighbour_nmse']:.3f}"
+            + (f" ({k} of {len(NEIGHBOUR_STEPS)} fitted)" if (k := len(r["neighbours"])) < len(NEIGHBOUR_STEPS) else "")
+            for r in near
+        )
+    )
+
+
+def _neighbour_text(r: dict) -> str:
+    """What the neighbours of ``r`` (:func:`neighbours`) found, for its oracle cell."""
+    cells = ", ".join(
+        (f"λ {h['lam']:.2g}" if not np.isclose(h["lam"], r["lam"], rtol=1e-9, atol=0.0) else f"κ {h['kappa']:.3g}")
+        + f": {fmt(h['nmse'])}"
+        for h in r["neighbours"]
+    )
+    src = f"`{r['neighbours_from']}`, " if r.get("neighbours_from") else ""
+    return (
+        f"no oracle; the selection's neighbours, each fitted on all n rows from the selected model ({src}"
+        f"{r['neighbour_passes']} passes in {r['neighbour_seconds'] / 60:.0f} min): {cells}"
+    )
+
+
 #: a record's oracle (:func:`oracle`, folded with its probes by :func:`oracle_probes`): what
 #: :func:`borrowed_oracles` lends
 ORACLE_FIELDS = ("oracle_nmse", "oracle_lam", "oracle_kappa", "oracle_at_edge", "oracle_candidates", "oracle_passes",
@@ -1487,7 +1565,7 @@ def goals(records, study, means_by_rho, floors=None) -> list[str]:
                    f"{r['noise']:g}, n = {r['n']:,}, draw {r['draw']})"
                    + (f"; no oracle at n = {', '.join(missing)} (none computed for the k_Θ these fits selected: "
                       "a grid of MM fits on all rows, run apart, `--oracle-max-n`)" if no_oracle else "")
-                   + ".")  # fmt: skip
+                   + _neighbour_goal(sel) + ".")  # fmt: skip
     for data, goal in (("noisy", "NMSE ≤ 1.0x and time ≤ 1.5x of Nystroem + Ridge (same M, same rule, noisy data "
                         "without outliers)"), ("corrupted", "≥ 10x better than Nystroem + Ridge on the corrupted "
                                                "data")):  # fmt: skip
@@ -1665,7 +1743,7 @@ def welsch_section(records, floors: dict) -> list[str]:
             no.append(f"{n:,}" + (f" ({len(fits) - have} of {len(fits)} fits)" if have else ""))
         out.append(f"- Welsch, selected within 1.5x of the fixed-grid oracle (its κ grid swept from the top): "
                    f"{sum(x <= 1.5 for x in ratios)} of {len(ratios)} fits (worst {max(ratios):.3f}x)"
-                   + (f"; no oracle at n = {', '.join(no)}" if no else "") + ".")  # fmt: skip
+                   + (f"; no oracle at n = {', '.join(no)}" if no else "") + _neighbour_goal(sel) + ".")  # fmt: skip
     return parts + ["", "Goals of issue 25 with the Welsch loss:", "", *out]
 
 
@@ -1690,7 +1768,7 @@ def report(runs, fig, floor, logs=()) -> str:
     records, superseded = latest_records(
         borrowed_oracles(
             oracle_probes(
-                rules_as_now(raw),
+                neighbour_runs(rules_as_now(raw), runs),
                 runs,
             ),
             runs,

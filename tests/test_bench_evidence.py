@@ -622,6 +622,93 @@ def test_learning_curve_oracle_grid_past_its_edge_extends_each_kappas_path(tmp_p
                                           "λ (1e-05 … 1e-16) × κ (0.1 … 0.1))")  # fmt: skip
 
 
+def test_learning_curve_neighbours_reach_the_library_s_own_fits_and_resume(tmp_path, monkeypatch):
+    """Each neighbour of a selected model (λ ×10, ÷10; κ ×√10, ÷√10), fitted from that model, is the convex Huber
+    problem's minimiser at its (λ, κ): the library's own fit there from its closed-form start, on the same centres,
+    has its test NMSE to 1e-5 (both run to a bound of 1e-12; one step of λ or κ moves it by 0.5–2%). Interrupted after
+    two neighbours, a run resumes from its checkpoint to the same four, fitting only the other two; a checkpoint of
+    another selected model is refused with the start named."""
+    from rffor import FunctionalRegressor
+    from rffor.kernels import Gaussian
+    from rffor.losses import Huber
+    from rffor.solvers import mm
+
+    lc = _load("learning_curve", "learning_curve_under_test")
+    X, Y = lc.training(0, 0, 1500, 0.01)
+    X_test, Y_test = lc.test_set(0, 200)
+    args = argparse.Namespace(verbose=0, threads=1)
+
+    def fitted(lam, kappa):
+        est = FunctionalRegressor(Huber(kappa, 2), kernel_x=Gaussian(lc.GAMMA_X), kernel_theta=Gaussian(100.0),
+                                  lam=lam, solver="rff", input_features="nystrom", n_features_x=40, random_state=0,
+                                  n_partitions=1, verbose=0, tol=1e-12, max_iter=5000)  # fmt: skip
+        return est.fit(X, Y)
+
+    est = fitted(1e-8, 0.1)
+    rec = lc.neighbours(X, Y, est, X_test, Y_test, args, None, tol=1e-12, max_passes=5000)
+    got = np.array([(h["lam"], h["kappa"]) for h in rec["neighbours"]])
+    np.testing.assert_allclose(got, [(1e-9, 0.1), (1e-7, 0.1), (1e-8, 0.1 * 10**0.5), (1e-8, 0.1 / 10**0.5)])
+    selected = lc.nmse(Y_test, est.predict(X_test))
+    for h in rec["neighbours"]:
+        own = lc.nmse(Y_test, fitted(h["lam"], h["kappa"]).predict(X_test))
+        assert h["nmse"] == pytest.approx(own, rel=1e-5)
+        assert abs(h["nmse"] / selected - 1) > 2e-3  # a step away is another model, at this tolerance's scale
+    best = min(rec["neighbours"], key=lambda h: h["nmse"])
+    assert (rec["neighbour_lam"], rec["neighbour_nmse"]) == (best["lam"], best["nmse"])
+    assert (
+        rec["neighbour_passes"] == sum(h["passes"] for h in rec["neighbours"]) and rec["neighbour_metric_rows"] == 1500
+    )
+
+    ckpt, real, calls = tmp_path / "neighbours.npz", mm.mm_minimize, []
+
+    def interrupted(*a, **k):
+        calls.append(1)
+        if len(calls) > 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(mm, "mm_minimize", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        lc.neighbours(X, Y, est, X_test, Y_test, args, None, ckpt)
+    monkeypatch.setattr(mm, "mm_minimize", real)
+    whole = lc.neighbours(X, Y, est, X_test, Y_test, args, None)
+    calls.clear()
+    monkeypatch.setattr(mm, "mm_minimize", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    resumed = lc.neighbours(X, Y, est, X_test, Y_test, args, None, ckpt)
+    assert len(calls) == 2  # the two neighbours the interrupted run had not fitted
+    assert [h["nmse"] for h in resumed["neighbours"]] == pytest.approx([h["nmse"] for h in whole["neighbours"]],
+                                                                       rel=1e-10)  # fmt: skip
+    monkeypatch.setattr(mm, "mm_minimize", real)
+    with pytest.raises(ValueError, match="start"):
+        lc.neighbours(X, Y, fitted(1e-7, 0.1), X_test, Y_test, args, None, ckpt)
+
+
+def test_learning_curve_neighbours_fold_into_the_fit_they_are_of():
+    """A ``--neighbours`` rerun of a reported point lends its neighbours to that point's record (its fit and time
+    kept), the table states them where no oracle is, the goal line gives the ratio to the best neighbour; a rerun
+    whose selection differs is refused."""
+    lc = _load("learning_curve", "learning_curve_under_test")
+    runs = [dict(file="a.json"), dict(file="b.json")]
+    base = dict(seed=0, method="rffor_welsch", data="corrupted", noise=0.1, n=10**7, draw=0, rule="new",
+                centres="auto", zarr=True, n_centres=2000, lam=1.8e-14, kappa=0.235, gamma_theta=100.0)  # fmt: skip
+    hood = [dict(lam=1.8e-15, kappa=0.235, nmse=1.10e-6, passes=5), dict(lam=1.8e-13, kappa=0.235, nmse=1.5e-6,
+            passes=4), dict(lam=1.8e-14, kappa=0.743, nmse=1.2e-6, passes=4)]  # fmt: skip
+    reported = dict(base, run=0, nmse=1.0e-6, seconds=1500.0)
+    rerun = dict(base, run=1, nmse=1.0e-6 * (1 + 1e-9), seconds=1700.0, neighbours=hood, neighbour_nmse=1.10e-6,
+                 neighbour_lam=1.8e-15, neighbour_kappa=0.235, neighbour_passes=13,
+                 neighbour_seconds=3000.0)  # fmt: skip
+    (r,) = lc.neighbour_runs([reported, rerun], runs)
+    assert r["seconds"] == 1500.0 and r["neighbours_from"] == "b.json" and r["neighbour_nmse"] == 1.10e-6
+    row = lc.learning_table([r], 0.1, "rffor_welsch")[0].splitlines()[-1]
+    assert "`b.json`, 13 passes in 50 min): λ 1.8e-15: 1.10e-06, λ 1.8e-13: 1.50e-06, κ 0.743: 1.20e-06" in row
+    assert "— (selected / best neighbour 0.909)" in row  # 1.0e-6 / 1.1e-6
+    line = lc._neighbour_goal([r])
+    assert "n = 10,000,000, ρ = 0.1: selected / best neighbour 0.909 (3 of 4 fitted)" in line
+    assert lc.neighbour_runs([rerun], runs)[0] is rerun  # a point only the rerun gives keeps its record
+    with pytest.raises(ValueError, match="another selection"):
+        lc.neighbour_runs([reported, dict(rerun, kappa=0.743)], runs)
+
+
 def test_learning_curve_table_lists_draws_in_order_and_names_a_lone_oracle_s_draw():
     """A rerun point kept from a later file (draw 0 with its oracle, given last) takes its draw's place in the
     "selected (per draw)" list, and when only some draws have an oracle, its (λ, κ) and ratio say whose it is."""
