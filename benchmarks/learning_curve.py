@@ -440,6 +440,21 @@ def _resumable(checkpoint: Path, data, est, lams, kappas):
     return saved if any(saved.info.get("fingerprint") == fp for fp in fps) else None
 
 
+def _gradient_pass(run, maps, loss, label: str):
+    """One MM gradient pass of ``loss`` over all rows in the session ``run`` (:func:`rffor.solvers.mm.grad_task`),
+    as :func:`rffor.solvers.mm.mm_minimize` calls it: ``B`` (D_x, D_θ) → the gradient sums at B."""
+    from rffor.solvers.mm import grad_task
+
+    def gradient_pass(B):
+        handle = run.share(np.ascontiguousarray(B))
+        try:
+            return run.reduce(grad_task, maps, handle, loss, label=label)
+        finally:
+            run.release(handle)
+
+    return gradient_pass
+
+
 def oracle(X, Y, est, X_test, Y_test, args, client, robust: bool, checkpoint: Path | None = None) -> dict:
     """The best test NMSE of a fixed grid with ``est``'s φ_X and k_Θ, every model fitted on all rows (module
     docstring): for the report only.
@@ -454,7 +469,7 @@ def oracle(X, Y, est, X_test, Y_test, args, client, robust: bool, checkpoint: Pa
     from rffor.outputs import CurveGrid
     from rffor.settings import RFSettings
     from rffor.solvers.maps import FitMaps, make_output_map
-    from rffor.solvers.mm import SquareMetric, grad_task, mm_minimize
+    from rffor.solvers.mm import SquareMetric, mm_minimize
     from rffor.solvers.prediction import predict
     from rffor.solvers.sums import sums_task
 
@@ -502,14 +517,8 @@ def oracle(X, Y, est, X_test, Y_test, args, client, robust: bool, checkpoint: Pa
         else:
             best_kappa, kappa_rises = np.inf, 0
             for kappa in kappas:
-                loss = est.loss_.with_param(kappa)  # the fit's own robust loss (Huber or Welsch)
-
-                def gradient_pass(B, loss=loss):
-                    handle = run.share(np.ascontiguousarray(B))
-                    try:
-                        return run.reduce(grad_task, maps, handle, loss, label="oracle pass")
-                    finally:
-                        run.release(handle)
+                # the fit's own robust loss (Huber or Welsch)
+                gradient_pass = _gradient_pass(run, maps, est.loss_.with_param(kappa), "oracle pass")
 
                 B, gs, best_path, rises = None, None, np.inf, 0
                 for lam in lams:
@@ -598,7 +607,7 @@ def neighbours(
     from rffor.outputs import CurveGrid
     from rffor.settings import RFSettings
     from rffor.solvers.maps import FitMaps, make_output_map
-    from rffor.solvers.mm import SquareMetric, grad_task, mm_minimize
+    from rffor.solvers.mm import SquareMetric, mm_minimize
     from rffor.solvers.prediction import predict
     from rffor.solvers.sums import sample_session, sums_task
 
@@ -635,14 +644,7 @@ def neighbours(
         for i, (lam, kappa) in enumerate(points):
             if i < len(history):  # fitted by an earlier run
                 continue
-            loss = est.loss_.with_param(kappa)
-
-            def gradient_pass(B, loss=loss):
-                handle = run.share(np.ascontiguousarray(B))
-                try:
-                    return run.reduce(grad_task, maps, handle, loss, label="neighbours: pass")
-                finally:
-                    run.release(handle)
+            gradient_pass = _gradient_pass(run, maps, est.loss_.with_param(kappa), "neighbours: pass")
 
             # the gradient sums at the selected model depend on the loss, not on λ: the λ neighbours share them
             first = kappa not in shared

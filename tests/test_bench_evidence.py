@@ -8,6 +8,7 @@ script's own ``sys.path.insert`` does not let a benchmark module shadow anything
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import math
 import sys
@@ -528,6 +529,27 @@ def test_learning_curve_run_line_names_another_machine():
     assert "another machine" not in lc.run_line(run, "Intel(R) Xeon(R) Processor")
 
 
+@contextlib.contextmanager
+def _interrupted_after(monkeypatch, k: int):
+    """``rffor.solvers.mm.mm_minimize`` counting its calls (the list yielded) and raising KeyboardInterrupt at the
+    (k+1)-th, as an interrupted run would stop; the real one again on leaving."""
+    from rffor.solvers import mm
+
+    real, calls = mm.mm_minimize, []
+
+    def interrupted(*a, **kw):
+        calls.append(1)
+        if len(calls) > k:
+            raise KeyboardInterrupt
+        return real(*a, **kw)
+
+    monkeypatch.setattr(mm, "mm_minimize", interrupted)
+    try:
+        yield calls
+    finally:
+        monkeypatch.setattr(mm, "mm_minimize", real)
+
+
 def test_learning_curve_oracle_resumes_from_its_checkpoint(tmp_path, monkeypatch, capsys):
     """An oracle interrupted after 5 scored (λ, κ) resumes from its checkpoint to the same best model as one run
     through (the sweep's path, scores and choice unchanged; one more pass: the gradient at the saved model), and a
@@ -535,7 +557,6 @@ def test_learning_curve_oracle_resumes_from_its_checkpoint(tmp_path, monkeypatch
     from rffor import FunctionalRegressor
     from rffor.kernels import Gaussian
     from rffor.losses import Huber
-    from rffor.solvers import mm
 
     lc = _load("learning_curve", "learning_curve_under_test")
     X, Y = lc.training(0, 0, 1500, 0.01)
@@ -550,18 +571,9 @@ def test_learning_curve_oracle_resumes_from_its_checkpoint(tmp_path, monkeypatch
 
     est = fitted()
     whole = lc.oracle(X, Y, est, X_test, Y_test, args, None, True)
-    ckpt, real, calls = tmp_path / "oracle.npz", mm.mm_minimize, []
-
-    def interrupted(*a, **k):
-        calls.append(1)
-        if len(calls) > 5:
-            raise KeyboardInterrupt
-        return real(*a, **k)
-
-    monkeypatch.setattr(mm, "mm_minimize", interrupted)
-    with pytest.raises(KeyboardInterrupt):
+    ckpt = tmp_path / "oracle.npz"
+    with pytest.raises(KeyboardInterrupt), _interrupted_after(monkeypatch, 5):
         lc.oracle(X, Y, est, X_test, Y_test, args, None, True, ckpt)
-    monkeypatch.setattr(mm, "mm_minimize", real)
     capsys.readouterr()
     resumed = lc.oracle(X, Y, est, X_test, Y_test, args, None, True, ckpt)
     # each point scored after the resume is reported as saved, counting on from the 5 replayed
@@ -631,7 +643,6 @@ def test_learning_curve_neighbours_reach_the_library_s_own_fits_and_resume(tmp_p
     from rffor import FunctionalRegressor
     from rffor.kernels import Gaussian
     from rffor.losses import Huber
-    from rffor.solvers import mm
 
     lc = _load("learning_curve", "learning_curve_under_test")
     X, Y = lc.training(0, 0, 1500, 0.01)
@@ -659,26 +670,15 @@ def test_learning_curve_neighbours_reach_the_library_s_own_fits_and_resume(tmp_p
         rec["neighbour_passes"] == sum(h["passes"] for h in rec["neighbours"]) and rec["neighbour_metric_rows"] == 1500
     )
 
-    ckpt, real, calls = tmp_path / "neighbours.npz", mm.mm_minimize, []
-
-    def interrupted(*a, **k):
-        calls.append(1)
-        if len(calls) > 2:
-            raise KeyboardInterrupt
-        return real(*a, **k)
-
-    monkeypatch.setattr(mm, "mm_minimize", interrupted)
-    with pytest.raises(KeyboardInterrupt):
+    ckpt = tmp_path / "neighbours.npz"
+    with pytest.raises(KeyboardInterrupt), _interrupted_after(monkeypatch, 2):
         lc.neighbours(X, Y, est, X_test, Y_test, args, None, ckpt)
-    monkeypatch.setattr(mm, "mm_minimize", real)
     whole = lc.neighbours(X, Y, est, X_test, Y_test, args, None)
-    calls.clear()
-    monkeypatch.setattr(mm, "mm_minimize", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
-    resumed = lc.neighbours(X, Y, est, X_test, Y_test, args, None, ckpt)
+    with _interrupted_after(monkeypatch, 10) as calls:
+        resumed = lc.neighbours(X, Y, est, X_test, Y_test, args, None, ckpt)
     assert len(calls) == 2  # the two neighbours the interrupted run had not fitted
     assert [h["nmse"] for h in resumed["neighbours"]] == pytest.approx([h["nmse"] for h in whole["neighbours"]],
                                                                        rel=1e-10)  # fmt: skip
-    monkeypatch.setattr(mm, "mm_minimize", real)
     with pytest.raises(ValueError, match="start"):
         lc.neighbours(X, Y, fitted(1e-7, 0.1), X_test, Y_test, args, None, ckpt)
 
