@@ -599,7 +599,7 @@ def neighbours(
     dict
         ``neighbour_nmse`` (the best neighbour's test NMSE), ``neighbour_lam``, ``neighbour_kappa``,
         ``neighbours`` (every neighbour: lam, kappa, nmse, passes), ``neighbour_passes``, ``neighbour_seconds``,
-        ``neighbour_metric_rows``.
+        ``neighbour_metric_rows``, ``neighbour_tol``.
     """
     from rffor import checkpoint as ckpt_io
     from rffor.chunked import ArrayData, as_data, spread_chunks
@@ -666,7 +666,7 @@ def neighbours(
                 neighbours=[dict(lam=h["lam"], kappa=h["kappa"], nmse=h["nmse"], passes=h["own_passes"])
                             for h in history],
                 neighbour_passes=passes, neighbour_seconds=prior["seconds"] + time.perf_counter() - tic,
-                neighbour_metric_rows=int(sums.n))  # fmt: skip
+                neighbour_metric_rows=int(sums.n), neighbour_tol=tol)  # fmt: skip
 
 
 def nystroem_ridge(X, Y, X_test, Y_test, args, base: dict, n_centres: int, data: str, check: bool = False):
@@ -1311,7 +1311,7 @@ def oracle_probes(records: list[dict], runs) -> list[dict]:
 
 #: a record's neighbours (:func:`neighbours`): what :func:`neighbour_runs` folds into the fit they are of
 NEIGHBOUR_FIELDS = ("neighbour_nmse", "neighbour_lam", "neighbour_kappa", "neighbours", "neighbour_passes",
-                    "neighbour_seconds", "neighbour_metric_rows")  # fmt: skip
+                    "neighbour_seconds", "neighbour_metric_rows", "neighbour_tol")  # fmt: skip
 
 
 def neighbour_runs(records: list[dict], runs) -> list[dict]:
@@ -1363,13 +1363,14 @@ def _neighbour_text(r: dict) -> str:
     """What the neighbours of ``r`` (:func:`neighbours`) found, for its oracle cell."""
     cells = ", ".join(
         (f"λ {h['lam']:.2g}" if not np.isclose(h["lam"], r["lam"], rtol=1e-9, atol=0.0) else f"κ {h['kappa']:.3g}")
-        + f": {fmt(h['nmse'])}"
+        + f": {fmt(h['nmse'])} ({h['passes']} passes)"
         for h in r["neighbours"]
     )
     src = f"`{r['neighbours_from']}`, " if r.get("neighbours_from") else ""
     return (
-        f"no oracle; the selection's neighbours, each fitted on all n rows from the selected model ({src}"
-        f"{r['neighbour_passes']} passes in {r['neighbour_seconds'] / 60:.0f} min): {cells}"
+        f"no oracle; the selection's neighbours, each fitted on all n rows from the selected model until the bound "
+        f"promises a relative decrease below {r.get('neighbour_tol', 1e-6):g} ({src}{r['neighbour_passes']} passes in "
+        f"{r['neighbour_seconds'] / 60:.0f} min): {cells}"
     )
 
 

@@ -700,7 +700,10 @@ def test_learning_curve_neighbours_fold_into_the_fit_they_are_of():
     (r,) = lc.neighbour_runs([reported, rerun], runs)
     assert r["seconds"] == 1500.0 and r["neighbours_from"] == "b.json" and r["neighbour_nmse"] == 1.10e-6
     row = lc.learning_table([r], 0.1, "rffor_welsch")[0].splitlines()[-1]
-    assert "`b.json`, 13 passes in 50 min): λ 1.8e-15: 1.10e-06, λ 1.8e-13: 1.50e-06, κ 0.743: 1.20e-06" in row
+    assert (
+        "`b.json`, 13 passes in 50 min): λ 1.8e-15: 1.10e-06 (5 passes), λ 1.8e-13: 1.50e-06 (4 passes), "
+        "κ 0.743: 1.20e-06 (4 passes)"
+    ) in row
     assert "— (selected / best neighbour 0.909)" in row  # 1.0e-6 / 1.1e-6
     line = lc._neighbour_goal([r])
     assert "n = 10,000,000, ρ = 0.1: selected / best neighbour 0.909 (3 of 4 fitted)" in line
