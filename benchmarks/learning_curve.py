@@ -1363,7 +1363,7 @@ def _neighbour_text(r: dict) -> str:
     """What the neighbours of ``r`` (:func:`neighbours`) found, for its oracle cell."""
     cells = ", ".join(
         (f"λ {h['lam']:.2g}" if not np.isclose(h["lam"], r["lam"], rtol=1e-9, atol=0.0) else f"κ {h['kappa']:.3g}")
-        + f": {fmt(h['nmse'])} ({h['passes']} passes)"
+        + f": {fmt(h['nmse'])} ({h['passes']} pass{'es' if h['passes'] != 1 else ''})"
         for h in r["neighbours"]
     )
     src = f"`{r['neighbours_from']}`, " if r.get("neighbours_from") else ""
