@@ -588,8 +588,10 @@ def neighbours(
     Where the fixed grid of :func:`oracle` costs more than a day (10⁷ rows here: 12–35 h), this is what a test
     curve can still say about the selection: whether one step of λ or κ away from it is better. It certifies
     nothing beyond those four points (not an oracle: a model far from the selection is not looked at). The MM
-    metric is the library's refit's: the feature covariance of the selection's rows (all rows up to
-    ``selection_rows``, else whole chunks spread over the data, :func:`rffor.chunked.spread_chunks`).
+    metric is the library's refit's: the feature covariance of the selection's rows (all rows up to the fit's
+    ``selection_rows``, else whole chunks spread over the data, :func:`rffor.chunked.spread_chunks`), summed by the
+    partition tasks, its SVD on the driver; every pass's gradient sums over all n rows are computed by the partition
+    tasks where the data is (``client``'s workers, or this process), each MM step is solved on the driver.
 
     With ``checkpoint``, every fitted neighbour is saved there atomically; a later call on the same point replays
     them and fits the rest (each neighbour starts from the selected model, so none depends on another's model).
@@ -630,7 +632,7 @@ def neighbours(
             history = list(got.history)
             prior = dict(passes=history[-1]["passes"], seconds=history[-1]["seconds"])
             print(f"  neighbours: resuming {checkpoint} after {len(history)} fitted", flush=True)
-    cap = RFSettings().selection_rows
+    cap = est.get_params()["selection_rows"]  # the fit's own: its refit's metric came from these rows
     chunks = None if cap is None or data.n <= cap else spread_chunks(data, cap)
     passes, shared = prior["passes"], {}
     executor = make_executor(data, client=client)
